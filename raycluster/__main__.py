@@ -1,0 +1,5 @@
+import sys
+
+from raycluster.cli import main
+
+sys.exit(main())

@@ -1,0 +1,42 @@
+"""``raycluster <verb>``: one module per verb (``cmd_<verb>.py``), each with ``register`` and ``run``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from raycluster.cli import cmd_dataset, cmd_train
+from raycluster.errors import UsageError
+
+VERBS = (cmd_dataset, cmd_train)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="raycluster", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    verbs = parser.add_subparsers(dest="verb", required=True)
+    for module in VERBS:
+        module.register(verbs)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    # Verbs that pass flags through (train) take whatever argparse does not know; argparse's
+    # REMAINDER cannot start with an option, so the rest is collected here instead.
+    args, rest = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
+    if rest and not hasattr(args, "flags"):
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if rest:
+        args.flags = [*args.flags, *rest]
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+    )
+    try:
+        return args.run(args)
+    except UsageError as exc:
+        print(f"raycluster {args.verb}: error: {exc}", file=sys.stderr)
+        return 2

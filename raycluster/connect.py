@@ -1,0 +1,47 @@
+"""Reaching a Ray cluster from a driver: a private local one for this run, or one that is running."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+
+import ray
+
+from raycluster.errors import UsageError
+
+log = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def ray_cluster(address: str) -> Iterator[None]:
+    """``local``: start a private cluster (Ray stops exactly its own processes on shutdown, never
+    others on the machine); ``auto`` or ``HOST:PORT``: join a running cluster and only disconnect."""
+    if address == "local":
+        context = ray.init(include_dashboard=True, dashboard_host="127.0.0.1", log_to_driver=True)
+        log.info("started a local Ray cluster; dashboard: http://%s", context.dashboard_url)
+    else:
+        try:
+            context = ray.init(address=address, log_to_driver=True)
+        except ConnectionError as exc:
+            raise UsageError(f"--cluster.address={address}: no Ray cluster answers there ({exc}); "
+                             "start one or use --cluster.address=local") from None
+        log.info("joined the Ray cluster at %s; dashboard: http://%s", address, context.dashboard_url)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+def check_capacity(num_workers: int, use_gpu: bool, cpus_per_worker: float) -> None:
+    """Refuse a worker count the cluster can never place, instead of waiting forever."""
+    resources = ray.cluster_resources()
+    if use_gpu:
+        have, need, kind = resources.get("GPU", 0), num_workers, "GPU"
+    else:
+        have, need, kind = resources.get("CPU", 0), num_workers * cpus_per_worker, "CPU"
+    if need > have:
+        raise UsageError(
+            f"--cluster.num_workers={num_workers} needs {need:g} {kind}s but the cluster has {have:g}; "
+            f"lower --cluster.num_workers or add nodes"
+        )

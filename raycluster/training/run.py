@@ -1,0 +1,95 @@
+"""The driver of a training run: checks the flags, builds a TorchTrainer, runs it, writes the summary.
+
+``raycluster train`` and ``jobs/train_lerobot.py`` both come here.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import ray
+from ray.train import FailureConfig, RunConfig, ScalingConfig
+from ray.train.torch import TorchTrainer
+
+from raycluster.cluster_config import ClusterConfig
+from raycluster.connect import check_capacity, ray_cluster
+from raycluster.dataset import check_dataset_root
+from raycluster.training.journal import RunJournal
+from raycluster.training.lerobot_config import flag_value, parse_train_config
+from raycluster.training.summary import RunSummary
+from raycluster.training.worker import WorkerConfig, train_loop_per_worker
+
+log = logging.getLogger(__name__)
+
+
+class TrainingFailed(Exception):
+    """The Ray Train run ended in an error; the message says which and where."""
+
+
+def prepare_lerobot_args(args: list[str]):
+    """Validate LeRobot's flags here, before any cluster starts, and pin the output dir so that every
+    worker (and this driver) agree on it even when LeRobot would have made one up from the clock."""
+    cfg = parse_train_config(args, validate=True)
+    if cfg.dataset is not None and cfg.dataset.root is not None:
+        check_dataset_root(Path(cfg.dataset.root))
+    if flag_value(args, "output_dir") is None:
+        args = [*args, f"--output_dir={cfg.output_dir}"]
+    return cfg, args
+
+
+def run_training(cluster: ClusterConfig, lerobot_args: list[str]) -> RunSummary:
+    started = time.perf_counter()
+    cfg, args = prepare_lerobot_args(lerobot_args)
+    output_dir = Path(cfg.output_dir).resolve()
+    log.info(
+        "effective batch = batch_size %d x world_size %d x grad_accum 1 = %d samples per step",
+        cfg.batch_size, cluster.num_workers, cfg.batch_size * cluster.num_workers,
+    )
+    with ray_cluster(cluster.address):
+        check_capacity(cluster.num_workers, cluster.use_gpu, cluster.cpus_per_worker)
+        journal = RunJournal.remote()
+        trainer = TorchTrainer(
+            train_loop_per_worker,
+            train_loop_config=vars(WorkerConfig(lerobot_args=args, use_gpu=cluster.use_gpu, journal=journal)),
+            scaling_config=ScalingConfig(
+                num_workers=cluster.num_workers,
+                use_gpu=cluster.use_gpu,
+                resources_per_worker=None if cluster.use_gpu else {"CPU": cluster.cpus_per_worker},
+            ),
+            run_config=RunConfig(
+                name=f"{cfg.job_name}-{output_dir.name}",
+                failure_config=FailureConfig(max_failures=cluster.max_failures),
+            ),
+        )
+        try:
+            result = trainer.fit()
+        except Exception as exc:  # Ray Train wraps worker errors in TrainingFailedError
+            raise TrainingFailed(f"training failed: {exc}") from exc
+        restarts = ray.get(journal.attempts.remote()) - 1
+    stats = result.return_value
+    summary = RunSummary(
+        world_size=stats["world_size"],
+        steps=cfg.steps,
+        final_step=stats["final_step"],
+        samples_per_s=stats["samples_per_s"],
+        loss_first=stats["loss_first"],
+        loss_last=stats["loss_last"],
+        checkpoints=stats["checkpoints"],
+        resumed_from=stats["resumed_from"],
+        restarts=restarts,
+        wall_s=round(time.perf_counter() - started, 2),
+        backend=stats["backend"],
+        policy_wrapper=stats["policy_wrapper"],
+        mixed_precision=stats["mixed_precision"],
+        effective_batch_size=cfg.batch_size * stats["world_size"],
+        output_dir=str(output_dir),
+    )
+    path = summary.write(output_dir)
+    log.info(
+        "done: step %s/%s, loss %.4f -> %.4f, %.1f samples/s, checkpoints %s, %.1fs; summary at %s",
+        summary.final_step, summary.steps, summary.loss_first or float("nan"), summary.loss_last or float("nan"),
+        summary.samples_per_s or 0.0, summary.checkpoints, summary.wall_s, path,
+    )
+    return summary
