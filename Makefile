@@ -1,0 +1,39 @@
+# Two set-up commands: `make demo` and `make test`. Both create or refresh .venv first (fast when current).
+SHELL := /bin/bash
+VENV := .venv
+# A working python3.12 first (a user's machine), else the newest 3.12 that pyenv has.
+PYTHON312 := $(shell python3.12 -c '' 2>/dev/null && echo python3.12 || \
+	{ v=$$(pyenv versions --bare 2>/dev/null | grep -E '^3\.12(\.[0-9]+)?$$' | tail -1); \
+	  [ -n "$$v" ] && echo "$$(pyenv prefix $$v)/bin/python3.12"; })
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test bench venv sysdeps clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml | sysdeps
+	@test -n "$(PYTHON312)" || { echo "Python 3.12 is required (lerobot 0.6 needs >=3.12): install it or pyenv 3.12"; exit 1; }
+	test -x $(VENV)/bin/python || $(PYTHON312) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[test]'
+	touch $@
+
+# LeRobot decodes video with torchcodec, which needs the system FFmpeg libraries; without them every
+# process logs a long traceback and falls back to PyAV. Installed where apt and root are at hand.
+sysdeps:
+	@if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && ! dpkg -s libavutil57 >/dev/null 2>&1; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    libavcodec59 libavformat59 libavutil57 libswscale6 libswresample4 libavfilter8 libavdevice59 >/dev/null; \
+	fi
+
+demo: venv
+	$(VENV)/bin/raycluster demo --workdir outputs/demo
+
+test: venv
+	$(VENV)/bin/python -m pytest -q -ra
+
+bench: venv
+	$(VENV)/bin/python -m bench
+
+clean:
+	rm -rf outputs .pytest_cache

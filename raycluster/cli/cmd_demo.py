@@ -1,0 +1,34 @@
+"""``raycluster demo``: make a small dataset, train a tiny ACT on a private local Ray cluster."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from raycluster.demo import DemoPlan
+
+
+def register(verbs) -> None:
+    parser = verbs.add_parser("demo", help="the main job on built-in data: dataset, local cluster, 2-worker ACT")
+    parser.add_argument("--workdir", type=Path, default=Path("outputs/demo"))
+    parser.add_argument("--steps", type=int, default=DemoPlan.steps)
+    parser.add_argument("--num-workers", type=int, default=DemoPlan.num_workers)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from raycluster.cluster_config import split_cluster_args
+    from raycluster.dataset import make_synthetic_dataset
+    from raycluster.training.run import run_training
+
+    plan = DemoPlan(workdir=args.workdir.resolve(), steps=args.steps, num_workers=args.num_workers)
+    if not plan.dataset.root.exists():
+        make_synthetic_dataset(plan.dataset)
+    output_dir = plan.workdir / "runs" / time.strftime("%Y%m%d-%H%M%S")
+    cluster, lerobot_args = split_cluster_args(plan.train_flags(output_dir))
+    summary = run_training(cluster, lerobot_args)
+    print(json.dumps(asdict(summary), indent=2))
+    return 0

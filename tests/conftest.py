@@ -1,0 +1,61 @@
+"""Shared fixtures: an isolated HOME and Ray settings per test session, one small dataset for all."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from raycluster.dataset import SyntheticDatasetSpec, make_synthetic_dataset
+
+REPO = Path(__file__).resolve().parent.parent
+LOSS_LINE = re.compile(r"step:(\d+) .*?loss:([0-9.]+)")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_env(tmp_path_factory):
+    """Never touch the machine's ~/.ray: Ray writes its auth token under HOME, and a local
+    ray.init() would otherwise turn token auth on for every later `ray start` there."""
+    home = tmp_path_factory.mktemp("home")
+    saved = dict(os.environ)
+    os.environ.update(
+        HOME=str(home),
+        RAY_AUTH_MODE="disabled",
+        RAY_DEDUP_LOGS="0",
+        RAY_USAGE_STATS_ENABLED="0",
+        HF_HUB_OFFLINE="1",
+        HF_LEROBOT_HOME=str(home / "lerobot"),
+        WANDB_MODE="disabled",
+        PYTHONUNBUFFERED="1",
+    )
+    yield home
+    os.environ.clear()
+    os.environ.update(saved)
+
+
+@pytest.fixture(scope="session")
+def dataset(tmp_path_factory, isolated_env) -> SyntheticDatasetSpec:
+    spec = SyntheticDatasetSpec(root=tmp_path_factory.mktemp("data") / "synthetic")
+    make_synthetic_dataset(spec)
+    return spec
+
+
+def dataset_flags(spec: SyntheticDatasetSpec) -> list[str]:
+    return [f"--dataset.repo_id={spec.repo_id}", f"--dataset.root={spec.root}"]
+
+
+def run_cli(*args: str, timeout: float = 600, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    """The CLI as a user runs it, in its own process."""
+    return subprocess.run(
+        [sys.executable, "-m", "raycluster", *args],
+        capture_output=True, text=True, timeout=timeout, cwd=cwd,
+    )
+
+
+def logged_losses(output: str) -> dict[int, float]:
+    """LeRobot's own per-step log lines (``step:N ... loss:X``), as printed by rank 0."""
+    return {int(step): float(loss) for step, loss in LOSS_LINE.findall(output)}

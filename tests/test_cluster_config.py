@@ -1,0 +1,32 @@
+import pytest
+
+from raycluster.cluster_config import ClusterConfig, split_cluster_args, to_flags
+from raycluster.errors import UsageError
+
+
+def test_cluster_flags_are_split_from_lerobot_flags_in_order():
+    config, rest = split_cluster_args(
+        ["--policy.type=act", "--cluster.num_workers=3", "--num_workers=0", "--cluster.use_gpu", "true", "--steps=5"]
+    )
+    assert config == ClusterConfig(num_workers=3, use_gpu=True)
+    assert rest == ["--policy.type=act", "--num_workers=0", "--steps=5"]
+
+
+def test_flags_round_trip():
+    config = ClusterConfig(num_workers=4, use_gpu=True, address="auto", max_failures=2)
+    assert split_cluster_args(to_flags(config)) == (config, [])
+
+
+@pytest.mark.parametrize(
+    ("flag", "names"),
+    [
+        ("--cluster.nodes=2", "unknown setting --cluster.nodes"),
+        ("--cluster.num_workers=two", "--cluster.num_workers must be int"),
+        ("--cluster.num_workers=0", "--cluster.num_workers must be >= 1"),
+        ("--cluster.use_gpu=maybe", "--cluster.use_gpu must be true or false"),
+        ("--cluster.max_failures=-3", "--cluster.max_failures must be >= 0"),
+    ],
+)
+def test_bad_cluster_flags_name_the_field(flag, names):
+    with pytest.raises(UsageError, match=names):
+        split_cluster_args([flag])

@@ -1,0 +1,82 @@
+"""Real LeRobot training under Ray Train on a private local cluster (2 CPU workers)."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import dataset_flags, logged_losses, run_cli
+from raycluster.demo import TINY_ACT, TINY_DIFFUSION
+from raycluster.training.summary import read_summary
+
+pytestmark = pytest.mark.slow
+
+COMMON = ["--batch_size=4", "--num_workers=0", "--seed=1"]
+
+
+def train(dataset, *flags: str, workers: int = 2):
+    result = run_cli("train", f"--cluster.num_workers={workers}", *dataset_flags(dataset), *COMMON, *flags)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    return result
+
+
+@pytest.fixture(scope="module")
+def act_run(dataset, tmp_path_factory):
+    out = tmp_path_factory.mktemp("act") / "run"
+    train(dataset, *TINY_ACT, "--steps=20", "--save_freq=10", "--log_freq=5", f"--output_dir={out}")
+    return out
+
+
+def test_two_workers_train_act_to_the_asked_step_and_the_loss_falls(act_run):
+    summary = read_summary(act_run)
+    assert summary["world_size"] == 2 and summary["effective_batch_size"] == 8
+    assert summary["backend"] == "gloo"
+    assert summary["policy_wrapper"] == "DistributedDataParallel"
+    assert summary["final_step"] == summary["steps"] == 20
+    assert summary["checkpoints"] == [10, 20]
+    assert summary["loss_last"] < summary["loss_first"]
+    assert summary["samples_per_s"] > 0 and summary["restarts"] == 0 and summary["resumed_from"] is None
+    for step in ("000010", "000020"):
+        assert (act_run / "checkpoints" / step / "pretrained_model" / "model.safetensors").is_file()
+        assert (act_run / "checkpoints" / step / "training_state" / "training_step.json").is_file()
+
+
+def test_resume_continues_from_the_checkpoint(dataset, act_run, tmp_path):
+    # Resume into a copy so the first run's files stay as they were.
+    out = tmp_path / "run"
+    shutil.copytree(act_run, out, symlinks=True)
+    config = out / "checkpoints" / "000010" / "pretrained_model" / "train_config.json"
+    text = config.read_text().replace(str(act_run), str(out))
+    config.write_text(text)
+    shutil.rmtree(out / "checkpoints" / "000020")
+    (out / "raycluster_summary.json").unlink()
+    result = run_cli("train", "--cluster.num_workers=2", "--resume=true", f"--config_path={config}", "--steps=30")
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    summary = read_summary(out)
+    assert summary["resumed_from"] == 10
+    assert summary["final_step"] == 30 and summary["checkpoints"] == [10, 20, 30]
+
+
+def test_diffusion_trains(dataset, tmp_path):
+    out = tmp_path / "run"
+    train(dataset, *TINY_DIFFUSION, "--steps=6", "--save_freq=6", "--log_freq=3", f"--output_dir={out}")
+    summary = read_summary(out)
+    assert summary["final_step"] == 6 and summary["checkpoints"] == [6]
+    assert summary["policy_wrapper"] == "DistributedDataParallel"
+
+
+def test_same_losses_as_torchrun_lerobot_train(dataset, tmp_path):
+    """Same seed and config: Ray Train + our Accelerator gives LeRobot's own DDP numbers."""
+    flags = [*dataset_flags(dataset), *TINY_ACT, *COMMON, "--steps=3", "--save_freq=100", "--log_freq=1"]
+    ours = train(dataset, *flags, f"--output_dir={tmp_path}/ray")
+    bin_dir = Path(sys.executable).parent
+    baseline = subprocess.run(
+        [bin_dir / "torchrun", "--nproc-per-node=2", bin_dir / "lerobot-train", *flags, f"--output_dir={tmp_path}/torchrun"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert baseline.returncode == 0, baseline.stderr[-3000:]
+    expected = logged_losses(baseline.stdout + baseline.stderr)
+    assert sorted(expected) == [1, 2, 3]
+    assert logged_losses(ours.stdout + ours.stderr) == expected
