@@ -22,6 +22,9 @@ class ClusterConfig:
     max_failures: int = 0
     """Worker-group restarts Ray Train may make; each restart resumes from the newest checkpoint."""
     cpus_per_worker: float = 1.0
+    mixed_precision: str = "auto"
+    """``auto`` follows LeRobot's own flags (``policy.dtype``, else ``policy.use_amp``, which means fp16
+    on CUDA); ``bf16``/``fp16``/``no`` override it, for policies such as ACT that have no dtype flag."""
 
     def check(self) -> None:
         if self.num_workers < 1:
@@ -30,6 +33,8 @@ class ClusterConfig:
             raise UsageError(f"--cluster.max_failures must be >= 0 (or -1 for unlimited), got {self.max_failures}")
         if self.cpus_per_worker <= 0:
             raise UsageError(f"--cluster.cpus_per_worker must be > 0, got {self.cpus_per_worker}")
+        if self.mixed_precision not in ("auto", "no", "fp16", "bf16"):
+            raise UsageError(f"--cluster.mixed_precision must be auto, no, fp16 or bf16, got {self.mixed_precision!r}")
         if not self.address:
             raise UsageError("--cluster.address must be local, auto or HOST:PORT")
 

@@ -52,7 +52,9 @@ def run_training(cluster: ClusterConfig, lerobot_args: list[str]) -> RunSummary:
         journal = RunJournal.remote()
         trainer = TorchTrainer(
             train_loop_per_worker,
-            train_loop_config=vars(WorkerConfig(lerobot_args=args, use_gpu=cluster.use_gpu, journal=journal)),
+            train_loop_config=vars(WorkerConfig(
+                lerobot_args=args, use_gpu=cluster.use_gpu, mixed_precision=cluster.mixed_precision, journal=journal
+            )),
             scaling_config=ScalingConfig(
                 num_workers=cluster.num_workers,
                 use_gpu=cluster.use_gpu,

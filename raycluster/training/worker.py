@@ -21,26 +21,36 @@ log = logging.getLogger(__name__)
 class WorkerConfig:
     lerobot_args: list[str]
     use_gpu: bool
+    mixed_precision: str
     journal: object
     """RunJournal actor handle."""
 
 
-def build_accelerator(cfg, use_gpu: bool):
-    """The Accelerator LeRobot would build for ``cfg``, on Ray's process group.
+def lerobot_mixed_precision(cfg, use_gpu: bool) -> str | None:
+    """LeRobot's own rule (``lerobot_train.train`` builds its Accelerator this way): ``policy.dtype``
+    if the policy has one, else ``policy.use_amp`` with torch's autocast dtype for the device."""
+    import torch
+
+    policy_cfg = cfg.trainable_config
+    if hasattr(policy_cfg, "dtype"):
+        return {"bfloat16": "bf16", "float16": "fp16", "float32": "no"}.get(policy_cfg.dtype)
+    if getattr(policy_cfg, "use_amp", False):
+        dtype = torch.get_autocast_dtype("cuda" if use_gpu else "cpu")
+        return {torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
+    return None
+
+
+def build_accelerator(cfg, use_gpu: bool, mixed_precision: str):
+    """The Accelerator LeRobot would build for ``cfg``, on the process group Ray Train made.
 
     ``cpu=True`` is required on CPU: without it every rank believes it is alone (no DDP, every
-    rank saves) and nothing errors. Mixed precision follows LeRobot's own rule: ``policy.dtype``,
-    else ``policy.use_amp``.
+    rank saves) and nothing errors. ``mixed_precision="auto"`` keeps LeRobot's own choice.
     """
-    import torch
     from accelerate import Accelerator
     from accelerate.utils import DistributedDataParallelKwargs
 
-    policy_cfg = cfg.trainable_config
-    mixed_precision = {"bfloat16": "bf16", "float16": "fp16", "float32": "no"}.get(getattr(policy_cfg, "dtype", None))
-    if not hasattr(policy_cfg, "dtype") and getattr(policy_cfg, "use_amp", False):
-        device_type = "cuda" if use_gpu else "cpu"
-        mixed_precision = {torch.bfloat16: "bf16", torch.float16: "fp16"}[torch.get_autocast_dtype(device_type)]
+    if mixed_precision == "auto":
+        mixed_precision = lerobot_mixed_precision(cfg, use_gpu)
     return Accelerator(
         step_scheduler_with_optimizer=False,
         mixed_precision=mixed_precision,
@@ -104,7 +114,7 @@ def train_loop_per_worker(config: dict) -> dict | None:
     if args != worker.lerobot_args:
         cfg = parse_train_config(args, validate=False)
 
-    accelerator = build_accelerator(cfg, worker.use_gpu)
+    accelerator = build_accelerator(cfg, worker.use_gpu, worker.mixed_precision)
     if accelerator.num_processes != world_size or accelerator.process_index != rank:
         raise RuntimeError(
             f"accelerate sees rank {accelerator.process_index}/{accelerator.num_processes}, "

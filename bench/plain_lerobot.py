@@ -1,0 +1,23 @@
+"""The baseline: LeRobot's own ``lerobot-train`` entry under torchrun, timed the way raycluster times it.
+
+    torchrun --nproc-per-node=2 bench/plain_lerobot.py <lerobot-train flags>
+
+Only the timer is added (the same StepRecorder the Ray workers use); nothing else differs.
+"""
+
+import json
+import os
+import sys
+
+from lerobot.scripts import lerobot_train
+
+from raycluster.training.recorder import StepRecorder
+
+if __name__ == "__main__":
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    batch = next(int(a.split("=", 1)[1]) for a in sys.argv if a.startswith("--batch_size="))
+    recorder = StepRecorder(samples_per_step=batch * world, report_every=10**9, report=lambda metrics: None)
+    with recorder.observing(lerobot_train):
+        lerobot_train.main()
+    if os.environ.get("RANK", "0") == "0":
+        print("BENCH " + json.dumps({"samples_per_s": recorder.samples_per_s, "final_step": recorder.last_step}))
