@@ -22,6 +22,9 @@ class ClusterConfig:
     max_failures: int = 0
     """Worker-group restarts Ray Train may make; each restart resumes from the newest checkpoint."""
     cpus_per_worker: float = 1.0
+    model_dir: str = ""
+    """Where rank 0's final ``pretrained_model/`` is published, on the driver's node (``/opt/ml/model`` on
+    SageMaker); empty: only in LeRobot's output_dir."""
     mixed_precision: str = "auto"
     """``auto`` follows LeRobot's own flags (``policy.dtype``, else ``policy.use_amp``, which means fp16
     on CUDA); ``bf16``/``fp16``/``no`` override it, for policies such as ACT that have no dtype flag."""

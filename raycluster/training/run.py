@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import time
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import ray
 from ray.train import FailureConfig, RunConfig, ScalingConfig
 from ray.train.torch import TorchTrainer
 
+from raycluster.checkpoints import keeper_on_this_node
 from raycluster.cluster_config import ClusterConfig
 from raycluster.connect import check_capacity, ray_cluster
 from raycluster.dataset import check_dataset_root
@@ -26,6 +28,13 @@ log = logging.getLogger(__name__)
 
 class TrainingFailed(Exception):
     """The Ray Train run ended in an error; the message says which and where."""
+
+
+def root_cause(exc: Exception) -> str:
+    """The most specific line of Ray's multi-line error: the last ``SomeError: ...`` in it."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    errors = [line for line in lines if re.match(r"^[\w.]*(Error|Exception|Interrupt)\b:?", line)]
+    return (errors or lines or [type(exc).__name__])[-1]
 
 
 def prepare_lerobot_args(args: list[str]):
@@ -50,10 +59,12 @@ def run_training(cluster: ClusterConfig, lerobot_args: list[str]) -> RunSummary:
     with ray_cluster(cluster.address):
         check_capacity(cluster.num_workers, cluster.use_gpu, cluster.cpus_per_worker)
         journal = RunJournal.remote()
+        model_keeper = keeper_on_this_node(Path(cluster.model_dir)) if cluster.model_dir else None
         trainer = TorchTrainer(
             train_loop_per_worker,
             train_loop_config=vars(WorkerConfig(
-                lerobot_args=args, use_gpu=cluster.use_gpu, mixed_precision=cluster.mixed_precision, journal=journal
+                lerobot_args=args, use_gpu=cluster.use_gpu, mixed_precision=cluster.mixed_precision, journal=journal,
+                model_keeper=model_keeper,
             )),
             scaling_config=ScalingConfig(
                 num_workers=cluster.num_workers,
@@ -68,7 +79,7 @@ def run_training(cluster: ClusterConfig, lerobot_args: list[str]) -> RunSummary:
         try:
             result = trainer.fit()
         except Exception as exc:  # Ray Train wraps worker errors in TrainingFailedError
-            raise TrainingFailed(f"training failed: {exc}") from exc
+            raise TrainingFailed(f"training failed: {root_cause(exc)}") from exc
         restarts = ray.get(journal.attempts.remote()) - 1
     stats = result.return_value
     summary = RunSummary(
@@ -89,6 +100,8 @@ def run_training(cluster: ClusterConfig, lerobot_args: list[str]) -> RunSummary:
         output_dir=str(output_dir),
     )
     path = summary.write(output_dir)
+    if cluster.model_dir:
+        summary.write(Path(cluster.model_dir))
     log.info(
         "done: step %s/%s, loss %.4f -> %.4f, %.1f samples/s, checkpoints %s, %.1fs; summary at %s",
         summary.final_step, summary.steps, summary.loss_first or float("nan"), summary.loss_last or float("nan"),

@@ -11,7 +11,9 @@ from pathlib import Path
 import ray.train
 import torch.distributed as dist
 
-from raycluster.training.lerobot_config import checkpoints_dir, lerobot_argv, parse_train_config
+from raycluster.checkpoints import send_directory
+from raycluster.checkpoints import send_directory
+from raycluster.training.lerobot_config import checkpoints_dir, flag_value, lerobot_argv, parse_train_config
 from raycluster.training.recorder import StepRecorder
 
 log = logging.getLogger(__name__)
@@ -24,6 +26,8 @@ class WorkerConfig:
     mixed_precision: str
     journal: object
     """RunJournal actor handle."""
+    model_keeper: object | None = None
+    """CheckpointKeeper that receives the final pretrained_model, when --cluster.model_dir is set."""
 
 
 def lerobot_mixed_precision(cfg, use_gpu: bool) -> str | None:
@@ -85,8 +89,6 @@ def start_args(args: list[str], output_dir: Path, attempt: int) -> tuple[list[st
 
 
 def resumed_step(args: list[str]) -> int | None:
-    from raycluster.training.lerobot_config import flag_value
-
     if (flag_value(args, "resume") or "").lower() != "true":
         return None
     config_path = flag_value(args, "config_path")
@@ -131,6 +133,9 @@ def train_loop_per_worker(config: dict) -> dict | None:
         lerobot_train.train(cfg, accelerator=accelerator)
     if rank != 0:
         return None
+    if worker.model_keeper is not None:
+        final = newest_checkpoint(output_dir) / "pretrained_model"
+        send_directory(worker.model_keeper, final, "pretrained_model")
     saved = sorted(int(p.name) for p in checkpoints_dir(output_dir).glob("[0-9]*") if p.is_dir())
     return {
         "world_size": world_size,

@@ -1,0 +1,146 @@
+"""Ray nodes of a multi-host cluster: started with ``ray start --block`` as child processes, stopped by
+their PID (never ``ray stop``, which kills every Ray process on the machine, other clusters' too)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+GCS_PORT = 6379
+DASHBOARD_PORT = 8265
+OUTCOME_KEY = b"raycluster:outcome"
+OUTCOME_NAMESPACE = b"raycluster"
+# Ray's default node-death detection takes ~30 s and a worker waits 60 s for a lost GCS: too slow for a
+# job that must fail fast with the host's name, so both are shortened on every node we start.
+FAST_FAILURE_ENV = {
+    "RAY_health_check_period_ms": "1000",
+    "RAY_health_check_timeout_ms": "2000",
+    "RAY_health_check_failure_threshold": "3",
+    "RAY_gcs_rpc_server_reconnect_timeout_s": "10",
+    "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",
+}
+
+
+def resolve(host: str) -> str:
+    """A host's address from its name (``/etc/hosts`` on SageMaker); never ``gethostname()``, which under
+    SageMaker's v3 driver is not ``algo-N``."""
+    try:
+        return socket.gethostbyname(host)
+    except OSError as exc:
+        raise RuntimeError(f"cannot resolve host {host}: {exc}") from None
+
+
+def object_store_bytes(shm: Path = Path("/dev/shm"), share: float = 0.5) -> int:
+    """Ray's object store lives in /dev/shm, which containers often make small: size it from what is free
+    there rather than from RAM, leaving room for PyTorch's DataLoader workers, which also use /dev/shm."""
+    free = shutil.disk_usage(shm).free
+    return max(int(free * share), 80 * 1024**2)
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    ip: str
+    num_cpus: int
+    num_gpus: int
+    temp_dir: Path
+    head_address: str | None = None
+    """``IP:PORT`` of the head's GCS; None starts a head."""
+    object_store_bytes: int = field(default_factory=object_store_bytes)
+    env: dict[str, str] = field(default_factory=dict)
+
+    def command(self) -> list[str]:
+        ray = Path(sys.executable).with_name("ray")
+        cmd = [str(ray if ray.exists() else shutil.which("ray") or "ray"), "start", "--block",
+               f"--node-ip-address={self.ip}", f"--num-cpus={self.num_cpus}", f"--num-gpus={self.num_gpus}",
+               f"--temp-dir={self.temp_dir}", f"--object-store-memory={self.object_store_bytes}",
+               "--disable-usage-stats"]
+        if self.head_address is None:
+            # The dashboard listens on the node's own addresses; on SageMaker only SSM port forwarding reaches it.
+            cmd += ["--head", f"--port={GCS_PORT}", "--dashboard-host=0.0.0.0", f"--dashboard-port={DASHBOARD_PORT}"]
+        else:
+            cmd += [f"--address={self.head_address}"]
+        return cmd
+
+
+class RayNode:
+    """One ``ray start --block`` process; its process group holds exactly this node's Ray processes."""
+
+    def __init__(self, spec: NodeSpec):
+        self.spec = spec
+        spec.temp_dir.mkdir(parents=True, exist_ok=True)
+        log_path = spec.temp_dir / "ray-start.log"
+        self._log = log_path.open("ab")
+        self.process = subprocess.Popen(
+            spec.command(), env={**os.environ, **FAST_FAILURE_ENV, **spec.env},
+            stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        log.info("ray node starting on %s (pid %d, log %s)", spec.ip, self.process.pid, log_path)
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """SIGTERM the node (``ray start --block`` then stops its own processes), SIGKILL what is left."""
+        if self.alive():
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait()
+        self._log.close()
+        log.info("ray node on %s stopped", self.spec.ip)
+
+
+class Gcs:
+    """The few reads and writes the entry points make on the head's GCS, without becoming a Ray driver
+    (a driver would hold a worker process and a core's share on every host for the whole job)."""
+
+    def __init__(self, address: str):
+        from ray._raylet import GcsClient  # the client Ray's own `ray status` uses
+
+        self.address = address
+        self._client = GcsClient(address=address)
+
+    def alive_node_ips(self, timeout: float = 5.0) -> set[str]:
+        nodes = self._client.get_all_node_info(timeout=timeout)
+        return {info.node_manager_address for info in nodes.values() if info.state == 0}
+
+    def put_outcome(self, outcome: dict) -> None:
+        self._client.internal_kv_put(OUTCOME_KEY, json.dumps(outcome).encode(), True, OUTCOME_NAMESPACE, timeout=5)
+
+    def outcome(self, timeout: float = 5.0) -> dict | None:
+        raw = self._client.internal_kv_get(OUTCOME_KEY, OUTCOME_NAMESPACE, timeout=timeout)
+        return json.loads(raw) if raw else None
+
+
+def gcs_reachable(ip: str, port: int = GCS_PORT, timeout: float = 2.0) -> bool:
+    try:
+        with socket.create_connection((ip, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def wait_for(predicate, timeout: float, interval: float = 1.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()

@@ -1,0 +1,43 @@
+"""``raycluster sim``: run a whole SageMaker-shaped job on this machine, one network namespace per host."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from raycluster.errors import UsageError
+
+
+def register(verbs) -> None:
+    parser = verbs.add_parser("sim", help="simulate a SageMaker training job on this machine (root)")
+    parser.add_argument("--hosts", type=int, required=True)
+    parser.add_argument("--workdir", type=Path, required=True, help="each host's /opt/ml goes to WORKDIR/algo-K/opt/ml")
+    parser.add_argument("--hyperparameters", type=Path, required=True, help="JSON object, as passed to SageMaker")
+    parser.add_argument("--channel", action="append", default=[], metavar="NAME=PATH", help="an input channel")
+    parser.add_argument("--cpus-per-host", type=int, default=1)
+    parser.set_defaults(run=run)
+
+
+def parse_channels(values: list[str]) -> dict[str, Path]:
+    channels = {}
+    for value in values:
+        name, sep, path = value.partition("=")
+        if not sep or not name or not Path(path).exists():
+            raise UsageError(f"--channel {value!r}: expected NAME=PATH with an existing PATH")
+        channels[name] = Path(path).resolve()
+    return channels
+
+
+def run(args: argparse.Namespace) -> int:
+    from raycluster.sim.job import SimSpec, run_sim
+
+    try:
+        hps = json.loads(args.hyperparameters.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UsageError(f"--hyperparameters {args.hyperparameters}: not a readable JSON object ({exc})") from None
+    spec = SimSpec(hosts=args.hosts, workdir=args.workdir.resolve(), hyperparameters=hps,
+                   channels=parse_channels(args.channel), cpus_per_host=args.cpus_per_host)
+    result = run_sim(spec)
+    print(json.dumps(result, indent=2))
+    return max((h["exit_code"] for h in result["hosts"].values()), key=abs, default=0) and 1

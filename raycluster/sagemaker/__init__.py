@@ -1,0 +1,1 @@
+"""What SageMaker hands a training job (environment, /opt/ml), read and checked before anything starts."""

@@ -1,0 +1,276 @@
+"""What SageMaker runs on every host: a Ray head on the head host, a Ray worker node on the others, the
+job on the head, and one clean end for all.
+
+Exit codes: the head exits with the job driver's own code; a worker exits 0 once the head says the job
+ended. Any failure writes one short reason to ``<base>/output/failure`` (SageMaker's FailureReason).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+from raycluster.bootstrap import (
+    DASHBOARD_PORT, GCS_PORT, Gcs, NodeSpec, RayNode, gcs_reachable, resolve, wait_for,
+)
+from raycluster.errors import UsageError
+from raycluster.sagemaker.hyperparameters import EntrySettings, split_hyperparameters
+from raycluster.sagemaker.network_env import collective_env, efa_available, gpu_network_env
+from raycluster.sagemaker.topology import Topology, read_topology, sagemaker_base
+from raycluster.submission import TERMINAL, SubmittedJob
+
+log = logging.getLogger(__name__)
+
+SOURCE_DIR = Path(__file__).resolve().parents[2]
+SIGTERM_EXIT = 143
+# Where LeRobot's own output_dir lives: node-local scratch, the same path on every host (rank 0 may be
+# anywhere). What must survive goes to /opt/ml through the checkpoint keeper.
+SCRATCH = Path("/tmp/raycluster")
+
+
+class HostFailure(Exception):
+    """This host cannot go on; the message is the job's FailureReason."""
+
+
+def write_failure(base: Path, reason: str) -> None:
+    path = base / "output" / "failure"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(reason[:1024] + "\n")
+
+
+def job_flags(topology: Topology, settings: EntrySettings, flags: list[str]) -> list[str]:
+    """The job's flags: for the training job, defaults from the topology first and the hyperparameters
+    after them (last wins); another job script gets the hyperparameters alone."""
+    if settings.job != EntrySettings.job:
+        return flags
+    use_gpu = topology.num_gpus > 0
+    workers = len(topology.hosts) * (topology.num_gpus if use_gpu else 1)
+    defaults = [
+        "--cluster.address=auto",
+        f"--cluster.num_workers={workers}",
+        f"--cluster.use_gpu={'true' if use_gpu else 'false'}",
+        f"--cluster.model_dir={topology.model_dir}",
+        f"--output_dir={SCRATCH / 'train'}",
+    ]
+    if not use_gpu:
+        defaults.append("--policy.device=cpu")
+    if "dataset" in topology.channels:
+        defaults.append(f"--dataset.root={topology.channels['dataset']}")
+    return defaults + flags
+
+
+def node_env(topology: Topology) -> dict[str, str]:
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(SOURCE_DIR), os.environ.get("PYTHONPATH")]))}
+    env.update(collective_env(topology.network_interface, os.environ))
+    env.update(gpu_network_env(topology.num_gpus, topology.network_interface, topology.instance_type,
+                               efa_available() if topology.num_gpus else False, os.environ))
+    return env
+
+
+def node_spec(topology: Topology, head_address: str | None) -> NodeSpec:
+    return NodeSpec(
+        ip=resolve(topology.current_host), num_cpus=topology.num_cpus, num_gpus=topology.num_gpus,
+        temp_dir=SCRATCH / "ray", head_address=head_address, env=node_env(topology),
+    )
+
+
+class Head:
+    def __init__(self, topology: Topology, settings: EntrySettings, flags: list[str], stop: threading.Event,
+                 reaper: OrphanReaper):
+        self.topology, self.settings, self.flags, self.stop, self.reaper = topology, settings, flags, stop, reaper
+        self.ips = {host: resolve(host) for host in topology.hosts}
+        self.host_of = {ip: host for host, ip in self.ips.items()}
+
+    def run(self) -> int:
+        started = time.monotonic()
+        script = SOURCE_DIR / self.settings.job
+        if not script.is_file():
+            raise UsageError(f"hyperparameter entry.job={self.settings.job}: no such job script in {SOURCE_DIR}")
+        node = RayNode(node_spec(self.topology, None))
+        self.reaper.own.add(node.process.pid)
+        gcs = None
+        code = 1
+        try:
+            ip = self.ips[self.topology.current_host]
+            if not wait_for(lambda: not node.alive() or gcs_reachable(ip), 60) or not node.alive():
+                raise HostFailure(f"the Ray head on {self.topology.current_host} did not start; see {node.spec.temp_dir}/ray-start.log")
+            gcs = Gcs(f"{ip}:{GCS_PORT}")
+            self._wait_for_hosts(gcs)
+            log.info("cluster formed: %d nodes in %.1fs", len(self.ips), time.monotonic() - started)
+            code = self._run_job(gcs, script, f"http://{ip}:{DASHBOARD_PORT}")
+            return code
+        finally:
+            if gcs is not None:
+                self._release_workers(gcs, code)
+            node.stop()
+
+    def _wait_for_hosts(self, gcs: Gcs) -> None:
+        expected = set(self.ips.values())
+        deadline = time.monotonic() + self.settings.join_timeout_s
+        while time.monotonic() < deadline and not self.stop.is_set():
+            alive = self._alive(gcs)
+            if expected <= alive:
+                return
+            time.sleep(1)
+        missing = sorted(self.host_of[ip] for ip in expected - self._alive(gcs))
+        if self.stop.is_set():
+            raise HostFailure(f"stopped by SIGTERM while waiting for {', '.join(missing)} to join")
+        raise HostFailure(
+            f"host(s) {', '.join(missing)} never joined the Ray cluster within {self.settings.join_timeout_s:g}s "
+            "(entry.join_timeout_s); see that host's log"
+        )
+
+    def _alive(self, gcs: Gcs) -> set[str]:
+        try:
+            return gcs.alive_node_ips()
+        except Exception:  # the GCS briefly refusing is not a verdict
+            return set()
+
+    def _run_job(self, gcs: Gcs, script: Path, dashboard: str) -> int:
+        flags = job_flags(self.topology, self.settings, self.flags)
+        job = SubmittedJob(dashboard, script, flags)
+        expected = set(self.ips.values())
+        reason, stop_deadline = None, None
+        first_step = None
+        while True:
+            for line in job.new_logs().splitlines():
+                print(f"[job] {line}", flush=True)
+                if first_step is None and "step:" in line:
+                    first_step = time.monotonic()
+            status = job.status()
+            if status in TERMINAL:
+                break
+            if reason is None:
+                lost = expected - self._alive(gcs)
+                if lost and self._alive(gcs):  # an empty answer means the GCS did not answer, not that all died
+                    hosts = ", ".join(sorted(self.host_of[ip] for ip in lost))
+                    reason = f"host(s) {hosts} left the Ray cluster during the job"
+                elif self.stop.is_set():
+                    reason = "stopped by SIGTERM (job stopped or spot instance reclaimed)"
+                if reason:
+                    log.error("%s; stopping the job", reason)
+                    job.stop()
+                    stop_deadline = time.monotonic() + self.settings.stop_timeout_s
+            elif time.monotonic() > stop_deadline:
+                log.error("the job did not stop within %.0fs", self.settings.stop_timeout_s)
+                break
+            time.sleep(1)
+        for line in job.new_logs().splitlines():
+            print(f"[job] {line}", flush=True)
+        outcome = job.outcome()
+        log.info("job %s: %s, driver exit code %s", job.id, outcome.status, outcome.exit_code)
+        if reason:
+            raise HostFailure(reason)
+        if outcome.status != "SUCCEEDED":
+            raise JobFailed(outcome.exit_code or 1, f"job {outcome.status.lower()}: {job.failure_reason()}")
+        return 0
+
+    def _release_workers(self, gcs: Gcs, code: int) -> None:
+        """Tell the workers the job is over and give them a moment to leave before the GCS goes away."""
+        try:
+            gcs.put_outcome({"code": code})
+            head_ip = self.ips[self.topology.current_host]
+            wait_for(lambda: self._alive(gcs) <= {head_ip}, 20)
+        except Exception as exc:
+            log.warning("could not tell the workers the job ended (%s); they will see the head go", exc)
+
+
+class JobFailed(Exception):
+    def __init__(self, code: int, reason: str):
+        super().__init__(reason)
+        self.code = code
+
+
+def run_worker(topology: Topology, settings: EntrySettings, stop: threading.Event, reaper: OrphanReaper) -> int:
+    head_ip = resolve(topology.head_host)
+    if not wait_for(lambda: stop.is_set() or gcs_reachable(head_ip), settings.head_wait_s):
+        raise HostFailure(f"head {topology.head_host} ({head_ip}) did not answer within {settings.head_wait_s:g}s (entry.head_wait_s)")
+    if stop.is_set():
+        return SIGTERM_EXIT
+    node = RayNode(node_spec(topology, f"{head_ip}:{GCS_PORT}"))
+    reaper.own.add(node.process.pid)
+    gcs = Gcs(f"{head_ip}:{GCS_PORT}")
+    unreachable_since = None
+    try:
+        while True:
+            if stop.is_set():
+                return SIGTERM_EXIT
+            if not node.alive():
+                raise HostFailure(f"the Ray node on {topology.current_host} exited (code {node.process.returncode}); "
+                                  f"see {node.spec.temp_dir}/ray-start.log")
+            try:
+                outcome = gcs.outcome(timeout=2)
+                unreachable_since = None
+            except Exception:
+                outcome = None
+                unreachable_since = unreachable_since or time.monotonic()
+                if time.monotonic() - unreachable_since > settings.lost_after_s:
+                    raise HostFailure(f"head {topology.head_host} unreachable for {settings.lost_after_s:g}s; "
+                                      "the job's head host failed") from None
+            if outcome is not None:
+                log.info("the head says the job ended (code %s); leaving", outcome["code"])
+                return 0
+            time.sleep(1)
+    finally:
+        node.stop()
+
+
+class OrphanReaper:
+    """As the container's PID 1 (SageMaker's command mode execs us), orphaned grandchildren become our
+    children: reap those zombies, but never our own subprocesses, which their Popen objects wait for."""
+
+    def __init__(self) -> None:
+        self.own: set[int] = set()
+        if os.getpid() == 1:
+            threading.Thread(target=self._loop, daemon=True).start()
+
+    def _loop(self) -> None:
+        while True:
+            time.sleep(2)
+            for entry in os.listdir("/proc"):
+                if entry.isdigit() and int(entry) not in self.own and self._is_my_zombie(entry):
+                    try:
+                        os.waitpid(int(entry), os.WNOHANG)
+                    except ChildProcessError:
+                        pass
+
+    @staticmethod
+    def _is_my_zombie(pid: str) -> bool:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+        return state == "Z" and ppid == "1"
+
+
+def main() -> int:
+    base = sagemaker_base(os.environ)
+    stop = threading.Event()
+    reaper = OrphanReaper()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        topology = read_topology(os.environ)
+        settings, flags = split_hyperparameters(topology.hyperparameters)
+        log.info("host %s of %s; head %s; %d GPU(s), %d CPU(s)", topology.current_host, list(topology.hosts),
+                 topology.head_host, topology.num_gpus, topology.num_cpus)
+        if topology.is_head:
+            code = Head(topology, settings, flags, stop, reaper).run()
+        else:
+            code = run_worker(topology, settings, stop, reaper)
+        if code == SIGTERM_EXIT:
+            write_failure(base, "stopped by SIGTERM (job stopped or spot instance reclaimed)")
+        return code
+    except JobFailed as exc:
+        write_failure(base, str(exc))
+        log.error("%s", exc)
+        return exc.code
+    except (UsageError, HostFailure, RuntimeError) as exc:
+        write_failure(base, str(exc))
+        log.error("%s", exc)
+        return 143 if "SIGTERM" in str(exc) else 2 if isinstance(exc, UsageError) else 1

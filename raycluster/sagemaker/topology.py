@@ -1,0 +1,178 @@
+"""The job's topology from SageMaker's environment and ``<base>/input/config/*.json``, checked strictly.
+
+Every malformed input becomes a UsageError naming the variable or file and the fix, before any Ray
+process starts.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from raycluster.errors import UsageError
+
+BASE_ENV = "RAYCLUSTER_SM_BASE"
+"""Overrides ``/opt/ml`` (tests and ``raycluster sim`` give each simulated host its own)."""
+DEFAULT_BASE = Path("/opt/ml")
+# SageMaker's own channels, not data.
+NON_DATA_CHANNELS = {"code", "sm_drivers"}
+
+
+def host_order(host: str) -> tuple[str, int, str]:
+    """algo-2 before algo-10 (SM_HOSTS itself is sorted as text)."""
+    match = re.fullmatch(r"(.*?)(\d+)", host)
+    return (match.group(1), int(match.group(2)), host) if match else (host, -1, host)
+
+
+@dataclass(frozen=True)
+class Topology:
+    base: Path
+    hosts: tuple[str, ...]
+    """Numeric order; ``hosts[0]`` is not necessarily the head when a head instance group is named."""
+    current_host: str
+    head_host: str
+    num_gpus: int
+    num_cpus: int
+    hyperparameters: dict[str, Any]
+    channels: dict[str, Path]
+    network_interface: str
+    instance_type: str | None
+    instance_groups: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def is_head(self) -> bool:
+        return self.current_host == self.head_host
+
+    @property
+    def workers(self) -> tuple[str, ...]:
+        return tuple(h for h in self.hosts if h != self.head_host)
+
+    @property
+    def failure_file(self) -> Path:
+        return self.base / "output" / "failure"
+
+    @property
+    def model_dir(self) -> Path:
+        return self.base / "model"
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.base / "checkpoints"
+
+
+def sagemaker_base(env: Mapping[str, str]) -> Path:
+    return Path(env.get(BASE_ENV) or DEFAULT_BASE)
+
+
+def _json(text: str, what: str, fix: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{what} is not valid JSON ({exc.msg} at char {exc.pos}); {fix}") from None
+
+
+def _required(env: Mapping[str, str], name: str) -> str:
+    value = env.get(name)
+    if value is None or not value.strip():
+        raise UsageError(f"{name} is not set; SageMaker sets it on every host (outside SageMaker, use `raycluster sim`)")
+    return value
+
+
+def _count(env: Mapping[str, str], name: str, minimum: int) -> int:
+    text = _required(env, name)
+    try:
+        value = int(text)
+    except ValueError:
+        raise UsageError(f"{name}={text!r} is not an integer") from None
+    if value < minimum:
+        raise UsageError(f"{name}={value} must be >= {minimum}")
+    return value
+
+
+def _hosts(env: Mapping[str, str]) -> tuple[str, ...]:
+    hosts = _json(_required(env, "SM_HOSTS"), "SM_HOSTS", 'expected a JSON list such as ["algo-1","algo-2"]')
+    if not isinstance(hosts, list) or not all(isinstance(h, str) and h for h in hosts):
+        raise UsageError(f"SM_HOSTS must be a JSON list of host names, got {hosts!r}")
+    if not hosts:
+        raise UsageError("SM_HOSTS is empty; a job has at least one host")
+    for host in hosts:
+        if hosts.count(host) > 1:
+            raise UsageError(f"SM_HOSTS lists {host} more than once: {hosts}")
+    return tuple(sorted(hosts, key=host_order))
+
+
+def _config_file(base: Path, name: str, required: bool) -> dict | None:
+    path = base / "input" / "config" / name
+    if not path.is_file():
+        if required:
+            raise UsageError(f"{path} is missing; SageMaker writes it on every host (set {BASE_ENV} to a fake /opt/ml outside SageMaker)")
+        return None
+    data = _json(path.read_text(), str(path), "SageMaker writes it; a hand-made one must be a JSON object")
+    if not isinstance(data, dict):
+        raise UsageError(f"{path} must hold a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _channels(env: Mapping[str, str]) -> dict[str, Path]:
+    channels = {}
+    for name, value in env.items():
+        if not name.startswith("SM_CHANNEL_") or name == "SM_CHANNELS":
+            continue
+        channel = name.removeprefix("SM_CHANNEL_").lower()
+        if channel in NON_DATA_CHANNELS:
+            continue
+        path = Path(value)
+        if not path.exists():
+            raise UsageError(f"{name}={value} does not exist; the channel's data was not mounted")
+        channels[channel] = path
+    return channels
+
+
+def read_topology(env: Mapping[str, str]) -> Topology:
+    base = sagemaker_base(env)
+    hosts = _hosts(env)
+    current = _required(env, "SM_CURRENT_HOST")
+    if current not in hosts:
+        raise UsageError(f"SM_CURRENT_HOST={current} is not in SM_HOSTS {list(hosts)}")
+    num_gpus = _count(env, "SM_NUM_GPUS", 0)
+    num_cpus = _count(env, "SM_NUM_CPUS", 1)
+    hps = _json(env.get("SM_HPS", "{}"), "SM_HPS", "expected a JSON object of hyperparameters")
+    if not isinstance(hps, dict):
+        raise UsageError(f"SM_HPS must be a JSON object, got {type(hps).__name__}")
+
+    resources = _config_file(base, "resourceconfig.json", required=True)
+    _config_file(base, "hyperparameters.json", required=True)
+    _config_file(base, "inputdataconfig.json", required=False)
+    if sorted(resources.get("hosts", []), key=host_order) != list(hosts):
+        raise UsageError(f"resourceconfig.json hosts {resources.get('hosts')} differ from SM_HOSTS {list(hosts)}")
+    if resources.get("current_host") != current:
+        raise UsageError(f"resourceconfig.json current_host {resources.get('current_host')!r} differs from SM_CURRENT_HOST={current}")
+    groups = {
+        g["instance_group_name"]: tuple(sorted(g.get("hosts", []), key=host_order))
+        for g in resources.get("instance_groups") or []
+        if isinstance(g, dict) and "instance_group_name" in g
+    }
+    head_group = hps.get("entry.head_group")
+    if head_group is not None:
+        if head_group not in groups or not groups[head_group]:
+            raise UsageError(f"hyperparameter entry.head_group={head_group!r} names no instance group with hosts; groups: {sorted(groups)}")
+        head = groups[head_group][0]
+    else:
+        head = hosts[0]
+    return Topology(
+        base=base,
+        hosts=hosts,
+        current_host=current,
+        head_host=head,
+        num_gpus=num_gpus,
+        num_cpus=num_cpus,
+        hyperparameters=hps,
+        channels=_channels(env),
+        network_interface=env.get("SM_NETWORK_INTERFACE_NAME") or resources.get("network_interface_name") or "eth0",
+        instance_type=resources.get("current_instance_type"),
+        instance_groups=groups,
+    )
