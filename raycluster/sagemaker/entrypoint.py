@@ -42,6 +42,13 @@ def write_failure(base: Path, reason: str) -> None:
     path.write_text(reason[:1024] + "\n")
 
 
+def job_script(settings: EntrySettings) -> Path:
+    script = SOURCE_DIR / settings.job
+    if not script.is_file():
+        raise UsageError(f"hyperparameter entry.job={settings.job}: no such Ray job script in the source directory {SOURCE_DIR}")
+    return script
+
+
 def job_flags(topology: Topology, settings: EntrySettings, flags: list[str]) -> list[str]:
     """The job's flags: for the training job, defaults from the topology first and the hyperparameters
     after them (last wins); another job script gets the hyperparameters alone."""
@@ -87,9 +94,6 @@ class Head:
 
     def run(self) -> int:
         started = time.monotonic()
-        script = SOURCE_DIR / self.settings.job
-        if not script.is_file():
-            raise UsageError(f"hyperparameter entry.job={self.settings.job}: no such job script in {SOURCE_DIR}")
         node = RayNode(node_spec(self.topology, None))
         self.reaper.own.add(node.process.pid)
         gcs = None
@@ -101,7 +105,7 @@ class Head:
             gcs = Gcs(f"{ip}:{GCS_PORT}")
             self._wait_for_hosts(gcs)
             log.info("cluster formed: %d nodes in %.1fs", len(self.ips), time.monotonic() - started)
-            code = self._run_job(gcs, script, f"http://{ip}:{DASHBOARD_PORT}")
+            code = self._run_job(gcs, job_script(self.settings), f"http://{ip}:{DASHBOARD_PORT}", started)
             return code
         finally:
             if gcs is not None:
@@ -130,7 +134,7 @@ class Head:
         except Exception:  # the GCS briefly refusing is not a verdict
             return set()
 
-    def _run_job(self, gcs: Gcs, script: Path, dashboard: str) -> int:
+    def _run_job(self, gcs: Gcs, script: Path, dashboard: str, started: float) -> int:
         flags = job_flags(self.topology, self.settings, self.flags)
         job = SubmittedJob(dashboard, script, flags)
         expected = set(self.ips.values())
@@ -141,16 +145,19 @@ class Head:
                 print(f"[job] {line}", flush=True)
                 if first_step is None and "step:" in line:
                     first_step = time.monotonic()
+                    log.info("first training step logged %.1fs after the entry point started", first_step - started)
             status = job.status()
             if status in TERMINAL:
                 break
             if reason is None:
-                lost = expected - self._alive(gcs)
-                if lost and self._alive(gcs):  # an empty answer means the GCS did not answer, not that all died
+                alive = self._alive(gcs)
+                lost = expected - alive if alive else set()  # no answer from the GCS is not a verdict
+                # SageMaker stops every host at once: a worker that left on its own SIGTERM is no failure.
+                if self.stop.is_set() or (lost and self.stop.wait(2)):
+                    reason = "stopped by SIGTERM (job stopped or spot instance reclaimed)"
+                elif lost:
                     hosts = ", ".join(sorted(self.host_of[ip] for ip in lost))
                     reason = f"host(s) {hosts} left the Ray cluster during the job"
-                elif self.stop.is_set():
-                    reason = "stopped by SIGTERM (job stopped or spot instance reclaimed)"
                 if reason:
                     log.error("%s; stopping the job", reason)
                     job.stop()
@@ -257,6 +264,7 @@ def main() -> int:
     try:
         topology = read_topology(os.environ)
         settings, flags = split_hyperparameters(topology.hyperparameters)
+        job_script(settings)
         log.info("host %s of %s; head %s; %d GPU(s), %d CPU(s)", topology.current_host, list(topology.hosts),
                  topology.head_host, topology.num_gpus, topology.num_cpus)
         if topology.is_head:

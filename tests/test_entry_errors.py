@@ -1,0 +1,45 @@
+"""The entry point on malformed input: one clear line, the failure file, a non-zero exit, no Ray process."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+from test_topology import fake_job
+
+
+def ray_processes() -> set[int]:
+    out = subprocess.run(["pgrep", "-f", "raylet|gcs_server"], capture_output=True, text=True).stdout
+    return {int(pid) for pid in out.split()}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"SM_HOSTS": "not json"}, "SM_HOSTS is not valid JSON"),
+        ({"SM_HOSTS": "[]"}, "SM_HOSTS is empty"),
+        ({"SM_HOSTS": '["algo-2"]'}, "SM_CURRENT_HOST=algo-1 is not in SM_HOSTS"),
+        ({"SM_HOSTS": '["algo-1","algo-2","algo-2"]'}, "SM_HOSTS lists algo-2 more than once"),
+        ({"SM_NUM_GPUS": "x"}, "SM_NUM_GPUS='x' is not an integer"),
+        ({"resourceconfig": None}, "resourceconfig.json is missing"),
+        ({"SM_HPS": json.dumps({"entry.job": "jobs/nope.py"})}, "entry.job=jobs/nope.py: no such Ray job script"),
+        ({"SM_HPS": json.dumps({"entry.bogus": 1})}, "unknown hyperparameter entry.bogus"),
+    ],
+)
+def test_malformed_job_fails_fast(tmp_path, change, message):
+    env = fake_job(tmp_path)
+    base = tmp_path / "opt" / "ml"
+    if "resourceconfig" in change:
+        (base / "input" / "config" / "resourceconfig.json").unlink()
+    else:
+        env.update(change)
+    before = ray_processes()
+    result = subprocess.run([sys.executable, "-m", "entry"], cwd=REPO, env={"PATH": "/usr/bin:/bin", **env},
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0
+    errors = [line for line in result.stderr.splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and message in errors[0], result.stderr[-2000:]
+    assert message in (base / "output" / "failure").read_text()
+    assert ray_processes() <= before

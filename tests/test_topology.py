@@ -1,0 +1,115 @@
+"""SageMaker's environment, read strictly: every malformed input names what is wrong."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from raycluster.errors import UsageError
+from raycluster.sagemaker.hyperparameters import EntrySettings, encode_value, split_hyperparameters, to_hyperparameters
+from raycluster.sagemaker.network_env import collective_env, gpu_network_env
+from raycluster.sagemaker.topology import BASE_ENV, host_order, read_topology
+
+
+def fake_job(tmp_path: Path, hosts=("algo-1", "algo-2"), current="algo-1", groups=None, **overrides) -> dict:
+    base = tmp_path / "opt" / "ml"
+    (base / "input" / "config").mkdir(parents=True, exist_ok=True)
+    (base / "input" / "config" / "resourceconfig.json").write_text(json.dumps({
+        "current_host": current, "hosts": list(hosts), "current_instance_type": "ml.p5.48xlarge",
+        "network_interface_name": "eth0", "instance_groups": groups or [],
+    }))
+    (base / "input" / "config" / "hyperparameters.json").write_text("{}")
+    env = {
+        BASE_ENV: str(base), "SM_HOSTS": json.dumps(sorted(hosts)), "SM_CURRENT_HOST": current,
+        "SM_NUM_GPUS": "0", "SM_NUM_CPUS": "4", "SM_HPS": "{}", "SM_NETWORK_INTERFACE_NAME": "eth0",
+    }
+    env.update(overrides)
+    return {k: v for k, v in env.items() if v is not None}
+
+
+def test_hosts_are_ordered_numerically_and_the_head_is_algo_1(tmp_path):
+    hosts = [f"algo-{k}" for k in range(1, 12)]
+    topo = read_topology(fake_job(tmp_path, hosts=hosts, current="algo-10"))
+    assert topo.hosts[:3] == ("algo-1", "algo-2", "algo-3") and topo.hosts[-1] == "algo-11"
+    assert topo.head_host == "algo-1" and not topo.is_head
+    assert sorted(hosts, key=host_order) == list(topo.hosts)
+
+
+def test_a_named_head_instance_group_picks_the_head(tmp_path):
+    groups = [{"instance_group_name": "cpu", "hosts": ["algo-1"]}, {"instance_group_name": "gpu", "hosts": ["algo-3", "algo-2"]}]
+    env = fake_job(tmp_path, hosts=("algo-1", "algo-2", "algo-3"), groups=groups, SM_HPS='{"entry.head_group": "gpu"}')
+    assert read_topology(env).head_host == "algo-2"
+
+
+def test_channels_become_paths_and_sagemakers_own_are_left_out(tmp_path):
+    (tmp_path / "ds").mkdir()
+    env = fake_job(tmp_path, SM_CHANNEL_DATASET=str(tmp_path / "ds"), SM_CHANNEL_CODE=str(tmp_path))
+    assert read_topology(env).channels == {"dataset": tmp_path / "ds"}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"SM_HOSTS": "algo-1,algo-2"}, "SM_HOSTS is not valid JSON"),
+        ({"SM_HOSTS": "[]"}, "SM_HOSTS is empty"),
+        ({"SM_HOSTS": '["algo-1","algo-1"]'}, "SM_HOSTS lists algo-1 more than once"),
+        ({"SM_HOSTS": '{"a": 1}'}, "SM_HOSTS must be a JSON list"),
+        ({"SM_CURRENT_HOST": "algo-9"}, "SM_CURRENT_HOST=algo-9 is not in SM_HOSTS"),
+        ({"SM_CURRENT_HOST": None}, "SM_CURRENT_HOST is not set"),
+        ({"SM_NUM_GPUS": "eight"}, "SM_NUM_GPUS='eight' is not an integer"),
+        ({"SM_NUM_GPUS": "-1"}, "SM_NUM_GPUS=-1 must be >= 0"),
+        ({"SM_NUM_CPUS": "0"}, "SM_NUM_CPUS=0 must be >= 1"),
+        ({"SM_HPS": "[1]"}, "SM_HPS must be a JSON object"),
+        ({"SM_CHANNEL_DATASET": "/no/such/dir"}, "SM_CHANNEL_DATASET=/no/such/dir does not exist"),
+        ({"SM_HPS": '{"entry.head_group": "gpu"}'}, "entry.head_group='gpu' names no instance group"),
+    ],
+)
+def test_malformed_environment_is_named(tmp_path, change, message):
+    env = fake_job(tmp_path)
+    env.update({k: v for k, v in change.items() if v is not None})
+    for key in [k for k, v in change.items() if v is None]:
+        env.pop(key)
+    with pytest.raises(UsageError, match=message.replace("[", r"\[").replace("(", r"\(")):
+        read_topology(env)
+
+
+def test_missing_or_broken_config_files_are_named(tmp_path):
+    env = fake_job(tmp_path)
+    config = Path(env[BASE_ENV]) / "input" / "config"
+    (config / "hyperparameters.json").write_text("{not json")
+    with pytest.raises(UsageError, match="hyperparameters.json is not valid JSON"):
+        read_topology(env)
+    (config / "resourceconfig.json").unlink()
+    with pytest.raises(UsageError, match="resourceconfig.json is missing"):
+        read_topology(env)
+
+
+def test_hyperparameters_become_flags_as_lerobot_expects():
+    # As SageMaker's driver delivers them: "7" -> 7, "null" -> None, "true" -> True.
+    settings, flags = split_hyperparameters({
+        "policy.type": "act", "steps": 7, "policy.pretrained_backbone_weights": None, "policy.push_to_hub": False,
+        "policy.down_dims": [32, 64], "cluster.num_workers": 4, "entry.job": "jobs/mine.py", "entry.join_timeout_s": 30,
+    })
+    assert settings == EntrySettings(job="jobs/mine.py", join_timeout_s=30.0)
+    assert flags == ["--policy.type=act", "--steps=7", "--policy.pretrained_backbone_weights=null",
+                     "--policy.push_to_hub=false", "--policy.down_dims=[32,64]", "--cluster.num_workers=4"]
+    with pytest.raises(UsageError, match="unknown hyperparameter entry.jobs"):
+        split_hyperparameters({"entry.jobs": "x"})
+
+
+def test_flags_round_trip_through_hyperparameters():
+    flags = ["--policy.type=act", "--steps=7", "--policy.device=null", "--cluster.use_gpu=true", "--policy.down_dims=[32,64]"]
+    decoded = {k: json.loads(v) if v not in ("act",) else v for k, v in to_hyperparameters(flags).items()}
+    assert split_hyperparameters(decoded)[1] == flags
+    assert encode_value(1.5) == "1.5"
+
+
+def test_gpu_hosts_get_the_nccl_efa_environment_and_user_values_win():
+    env = gpu_network_env(8, "eth0", "ml.p5.48xlarge", efa=True, current={})
+    assert env == {"RDMAV_FORK_SAFE": "1", "NCCL_SOCKET_IFNAME": "eth0", "FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1"}
+    assert "FI_EFA_USE_DEVICE_RDMA" not in gpu_network_env(8, "eth0", "ml.g5.48xlarge", efa=True, current={})
+    assert "FI_PROVIDER" not in gpu_network_env(8, "eth0", "ml.p5.48xlarge", efa=False, current={})
+    assert gpu_network_env(8, "eth0", None, efa=False, current={"NCCL_SOCKET_IFNAME": "ens5"}) == {"RDMAV_FORK_SAFE": "1"}
+    assert gpu_network_env(0, "eth0", "ml.p5.48xlarge", efa=True, current={}) == {}
+    assert collective_env("eth0", {}) == {"GLOO_SOCKET_IFNAME": "eth0"}
+    assert collective_env("eth0", {"GLOO_SOCKET_IFNAME": "lo"}) == {}
