@@ -22,6 +22,11 @@ class ClusterConfig:
     max_failures: int = 0
     """Worker-group restarts Ray Train may make; each restart resumes from the newest checkpoint."""
     cpus_per_worker: float = 1.0
+    checkpoint_dir: str = ""
+    """Checkpoint root owned by the keeper on the driver's node: a directory or ``s3://bucket/prefix``.
+    Every complete checkpoint is published there and a run (or restart) resumes from the newest one."""
+    keep_checkpoints: int = 0
+    """Keep the newest K complete checkpoints in checkpoint_dir; 0 keeps all."""
     model_dir: str = ""
     """Where rank 0's final ``pretrained_model/`` is published, on the driver's node (``/opt/ml/model`` on
     SageMaker); empty: only in LeRobot's output_dir."""
@@ -36,6 +41,8 @@ class ClusterConfig:
             raise UsageError(f"--cluster.max_failures must be >= 0 (or -1 for unlimited), got {self.max_failures}")
         if self.cpus_per_worker <= 0:
             raise UsageError(f"--cluster.cpus_per_worker must be > 0, got {self.cpus_per_worker}")
+        if self.keep_checkpoints < 0:
+            raise UsageError(f"--cluster.keep_checkpoints must be >= 0 (0 keeps all), got {self.keep_checkpoints}")
         if self.mixed_precision not in ("auto", "no", "fp16", "bf16"):
             raise UsageError(f"--cluster.mixed_precision must be auto, no, fp16 or bf16, got {self.mixed_precision!r}")
         if not self.address:

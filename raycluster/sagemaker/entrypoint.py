@@ -61,6 +61,7 @@ def job_flags(topology: Topology, settings: EntrySettings, flags: list[str]) -> 
         f"--cluster.num_workers={workers}",
         f"--cluster.use_gpu={'true' if use_gpu else 'false'}",
         f"--cluster.model_dir={topology.model_dir}",
+        f"--cluster.checkpoint_dir={topology.checkpoint_dir / 'lerobot'}",
         f"--output_dir={SCRATCH / 'train'}",
     ]
     if not use_gpu:

@@ -14,7 +14,8 @@ import ray
 from ray.train import FailureConfig, RunConfig, ScalingConfig
 from ray.train.torch import TorchTrainer
 
-from raycluster.checkpoints import keeper_on_this_node
+from raycluster.checkpoints.keeper import keeper_on_this_node
+from raycluster.checkpoints.store import open_store
 from raycluster.cluster_config import ClusterConfig
 from raycluster.connect import check_capacity, ray_cluster
 from raycluster.dataset import check_dataset_root
@@ -30,6 +31,11 @@ class TrainingFailed(Exception):
     """The Ray Train run ended in an error; the message says which and where."""
 
 
+def has_complete_checkpoint(root: str) -> bool:
+    store = open_store(root)
+    return any(store.problems(name) is None for name in store.names())
+
+
 def root_cause(exc: Exception) -> str:
     """The most specific line of Ray's multi-line error: the last ``SomeError: ...`` in it."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
@@ -37,10 +43,12 @@ def root_cause(exc: Exception) -> str:
     return (errors or lines or [type(exc).__name__])[-1]
 
 
-def prepare_lerobot_args(args: list[str]):
+def prepare_lerobot_args(args: list[str], resuming: bool):
     """Validate LeRobot's flags here, before any cluster starts, and pin the output dir so that every
-    worker (and this driver) agree on it even when LeRobot would have made one up from the clock."""
-    cfg = parse_train_config(args, validate=True)
+    worker (and this driver) agree on it even when LeRobot would have made one up from the clock.
+    A run that will resume from the keeper's checkpoint is only parsed: its output dir may exist, and
+    LeRobot validates the saved config when it resumes."""
+    cfg = parse_train_config(args, validate=not resuming)
     if cfg.dataset is not None and cfg.dataset.root is not None:
         check_dataset_root(Path(cfg.dataset.root))
     if flag_value(args, "output_dir") is None:
@@ -50,7 +58,8 @@ def prepare_lerobot_args(args: list[str]):
 
 def run_training(cluster: ClusterConfig, lerobot_args: list[str]) -> RunSummary:
     started = time.perf_counter()
-    cfg, args = prepare_lerobot_args(lerobot_args)
+    resuming = bool(cluster.checkpoint_dir) and has_complete_checkpoint(cluster.checkpoint_dir)
+    cfg, args = prepare_lerobot_args(lerobot_args, resuming)
     output_dir = Path(cfg.output_dir).resolve()
     log.info(
         "effective batch = batch_size %d x world_size %d x grad_accum 1 = %d samples per step",
@@ -59,12 +68,14 @@ def run_training(cluster: ClusterConfig, lerobot_args: list[str]) -> RunSummary:
     with ray_cluster(cluster.address):
         check_capacity(cluster.num_workers, cluster.use_gpu, cluster.cpus_per_worker)
         journal = RunJournal.remote()
-        model_keeper = keeper_on_this_node(Path(cluster.model_dir)) if cluster.model_dir else None
+        model_keeper = keeper_on_this_node(cluster.model_dir, local_name_root=True) if cluster.model_dir else None
+        checkpoint_keeper = (keeper_on_this_node(cluster.checkpoint_dir, cluster.keep_checkpoints)
+                             if cluster.checkpoint_dir else None)
         trainer = TorchTrainer(
             train_loop_per_worker,
             train_loop_config=vars(WorkerConfig(
                 lerobot_args=args, use_gpu=cluster.use_gpu, mixed_precision=cluster.mixed_precision, journal=journal,
-                model_keeper=model_keeper,
+                model_keeper=model_keeper, checkpoint_keeper=checkpoint_keeper,
             )),
             scaling_config=ScalingConfig(
                 num_workers=cluster.num_workers,
@@ -98,6 +109,7 @@ def run_training(cluster: ClusterConfig, lerobot_args: list[str]) -> RunSummary:
         mixed_precision=stats["mixed_precision"],
         effective_batch_size=cfg.batch_size * stats["world_size"],
         output_dir=str(output_dir),
+        uploads_skipped=stats["uploads_skipped"],
     )
     path = summary.write(output_dir)
     if cluster.model_dir:

@@ -22,6 +22,7 @@ class RunSummary:
     loss_last: float | None
     """Mean loss of the last 5 steps."""
     checkpoints: list[int]
+    """Steps saved complete: in checkpoint_dir when the keeper owns one, else in output_dir."""
     resumed_from: int | None
     restarts: int
     wall_s: float
@@ -30,6 +31,8 @@ class RunSummary:
     mixed_precision: str
     effective_batch_size: int
     output_dir: str
+    uploads_skipped: list[str]
+    """Checkpoints superseded by a newer one before their upload started (the queue holds one)."""
 
     def write(self, output_dir: Path) -> Path:
         path = Path(output_dir) / SUMMARY_NAME

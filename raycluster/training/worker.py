@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import shutil
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import ray.train
 import torch.distributed as dist
 
-from raycluster.checkpoints import send_directory
-from raycluster.checkpoints import send_directory
+from raycluster.checkpoints.transfer import Shipper, fetch_directory, send_directory
+from raycluster.checkpoints.transfer import Shipper, fetch_directory, send_directory
 from raycluster.training.lerobot_config import checkpoints_dir, flag_value, lerobot_argv, parse_train_config
 from raycluster.training.recorder import StepRecorder
 
@@ -26,6 +29,8 @@ class WorkerConfig:
     mixed_precision: str
     journal: object
     """RunJournal actor handle."""
+    checkpoint_keeper: object | None = None
+    """CheckpointKeeper owning --cluster.checkpoint_dir, when set."""
     model_keeper: object | None = None
     """CheckpointKeeper that receives the final pretrained_model, when --cluster.model_dir is set."""
 
@@ -68,24 +73,41 @@ def newest_checkpoint(output_dir: Path) -> Path | None:
     return last.resolve() if last.exists() else None
 
 
-def start_args(args: list[str], output_dir: Path, attempt: int) -> tuple[list[str], int | None]:
-    """Rank 0's choice of flags for this attempt, and the step it resumes from.
+def resume_flags(output_dir: Path, step_dir: str, steps: int) -> list[str]:
+    config_path = checkpoints_dir(output_dir) / step_dir / "pretrained_model" / "train_config.json"
+    return ["--resume=true", f"--config_path={config_path}", f"--output_dir={output_dir}", f"--steps={steps}"]
 
-    A restarted worker group resumes from the newest checkpoint this run wrote; one that failed
-    before any checkpoint starts over, with the failed attempt's output moved aside, not deleted.
-    """
+
+@dataclass(frozen=True)
+class Start:
+    """How an attempt starts, decided by rank 0 and broadcast: the flags, and what it resumes from."""
+    args: list[str]
+    resumed_from: int | None = None
+    from_keeper: str | None = None
+    """A checkpoint every node must fetch from the keeper before LeRobot resumes from it."""
+
+
+def decide_start(worker: WorkerConfig, cfg, attempt: int) -> Start:
+    """The newest complete checkpoint the keeper holds (a restart, a restarted job, a rerun), else the
+    newest one this run wrote locally (a restart without a keeper), else the flags as given. A failed
+    attempt's output with nothing to resume from is moved aside, not deleted."""
+    output_dir = Path(cfg.output_dir)
+    if worker.checkpoint_keeper is not None:
+        name = ray.get(worker.checkpoint_keeper.newest_complete.remote())
+        if name is not None:
+            log.info("attempt %d: resuming from the keeper's checkpoint %s", attempt, name)
+            return Start(resume_flags(output_dir, name, cfg.steps), int(name), name)
     if attempt == 1:
-        return args, None
+        return Start(worker.lerobot_args, resumed_step(worker.lerobot_args))
     ckpt = newest_checkpoint(output_dir)
-    if ckpt is None:
-        if output_dir.exists():
-            aside = output_dir.with_name(f"{output_dir.name}.attempt{attempt - 1}")
-            shutil.move(output_dir, aside)
-            log.warning("attempt %d: no checkpoint yet; moved %s aside to %s", attempt, output_dir, aside)
-        return args, None
-    config_path = ckpt / "pretrained_model" / "train_config.json"
-    log.info("attempt %d: resuming from %s", attempt, ckpt)
-    return ["--resume=true", f"--config_path={config_path}"], int(ckpt.name)
+    if ckpt is not None:
+        log.info("attempt %d: resuming from %s", attempt, ckpt)
+        return Start(resume_flags(output_dir, ckpt.name, cfg.steps), int(ckpt.name))
+    if output_dir.exists():
+        aside = output_dir.with_name(f"{output_dir.name}.attempt{attempt - 1}")
+        shutil.move(output_dir, aside)
+        log.warning("attempt %d: no checkpoint yet; moved %s aside to %s", attempt, output_dir, aside)
+    return Start(worker.lerobot_args)
 
 
 def resumed_step(args: list[str]) -> int | None:
@@ -95,6 +117,27 @@ def resumed_step(args: list[str]) -> int | None:
     return int(Path(config_path).parent.parent.name) if config_path else None
 
 
+@contextlib.contextmanager
+def shipping(lerobot_train, shipper: Shipper | None) -> Iterator[None]:
+    """Hand every checkpoint LeRobot completes to the shipper: ``update_last_checkpoint`` runs on the
+    main process right after ``save_checkpoint`` returns, when the directory is whole."""
+    if shipper is None:
+        yield
+        return
+    original = lerobot_train.update_last_checkpoint
+
+    def shipped(checkpoint_dir):
+        result = original(checkpoint_dir)
+        shipper.submit(Path(checkpoint_dir))
+        return result
+
+    lerobot_train.update_last_checkpoint = shipped
+    try:
+        yield
+    finally:
+        lerobot_train.update_last_checkpoint = original
+
+
 def train_loop_per_worker(config: dict) -> dict | None:
     from lerobot.scripts import lerobot_train
 
@@ -102,19 +145,24 @@ def train_loop_per_worker(config: dict) -> dict | None:
     context = ray.train.get_context()
     rank, world_size = context.get_world_rank(), context.get_world_size()
 
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    log.info("raycluster worker rank %d of %d, pid %d, node %s", rank, world_size, os.getpid(),
+             ray.util.get_node_ip_address())
     cfg = parse_train_config(worker.lerobot_args, validate=False)
-    output_dir = Path(cfg.output_dir)
-    # Rank 0 alone decides (its node holds the checkpoints); every rank then runs the same flags.
+    # Rank 0 alone decides (the keeper and its own node's files); every rank then runs the same flags.
     decision = [None]
     if rank == 0:
-        attempt = ray.get(worker.journal.attempt_started.remote())
-        decision = [start_args(worker.lerobot_args, output_dir, attempt)]
+        decision = [decide_start(worker, cfg, ray.get(worker.journal.attempt_started.remote()))]
     dist.broadcast_object_list(decision, src=0)
-    args, resumed_from = decision[0]
-    if resumed_from is None:
-        resumed_from = resumed_step(args)
+    start: Start = decision[0]
+    if start.from_keeper and context.get_local_rank() == 0:
+        fetch_directory(worker.checkpoint_keeper, start.from_keeper,
+                        checkpoints_dir(Path(cfg.output_dir)) / start.from_keeper)
+    dist.barrier()
+    args = start.args
     if args != worker.lerobot_args:
         cfg = parse_train_config(args, validate=False)
+    output_dir = Path(cfg.output_dir)
 
     accelerator = build_accelerator(cfg, worker.use_gpu, worker.mixed_precision)
     if accelerator.num_processes != world_size or accelerator.process_index != rank:
@@ -129,25 +177,32 @@ def train_loop_per_worker(config: dict) -> dict | None:
     )
     backend = dist.get_backend()
     started = time.perf_counter()
-    with recorder.observing(lerobot_train), lerobot_argv(args):
+    shipper = Shipper(worker.checkpoint_keeper) if rank == 0 and worker.checkpoint_keeper is not None else None
+    with recorder.observing(lerobot_train), shipping(lerobot_train, shipper), lerobot_argv(args):
         lerobot_train.train(cfg, accelerator=accelerator)
     if rank != 0:
         return None
+    if shipper is not None:
+        shipper.drain()
     if worker.model_keeper is not None:
-        final = newest_checkpoint(output_dir) / "pretrained_model"
-        send_directory(worker.model_keeper, final, "pretrained_model")
-    saved = sorted(int(p.name) for p in checkpoints_dir(output_dir).glob("[0-9]*") if p.is_dir())
+        final = newest_checkpoint(output_dir) or checkpoints_dir(output_dir) / start.from_keeper
+        send_directory(worker.model_keeper, final / "pretrained_model", "pretrained_model")
+    if worker.checkpoint_keeper is not None:
+        saved = ray.get(worker.checkpoint_keeper.complete_steps.remote())
+    else:
+        saved = sorted(int(p.name) for p in checkpoints_dir(output_dir).glob("[0-9]*") if p.is_dir())
     return {
         "world_size": world_size,
         "num_processes": accelerator.num_processes,
         "backend": backend,
         "policy_wrapper": recorder.policy_class,
         "mixed_precision": accelerator.mixed_precision,
-        "final_step": recorder.last_step,
+        "final_step": recorder.last_step or start.resumed_from,
         "samples_per_s": recorder.samples_per_s,
         "loss_first": recorder.loss_first,
         "loss_last": recorder.loss_last,
         "checkpoints": saved,
-        "resumed_from": resumed_from,
+        "resumed_from": start.resumed_from,
+        "uploads_skipped": shipper.skipped if shipper else [],
         "train_s": time.perf_counter() - started,
     }

@@ -1,0 +1,99 @@
+"""The checkpoint keeper: a Ray actor on the driver's node (the head on SageMaker) that owns one
+checkpoint root, so only one host ever writes it (all SageMaker hosts share one S3 URI).
+
+Rank 0 may run on any node, so files travel through Ray in bounded chunks into a staging directory on
+the keeper's node, are checked against the sender's manifest, and only then published to the store.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import tempfile
+import uuid
+from pathlib import Path
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from raycluster.checkpoints.manifest import CHUNK_BYTES, MANIFEST, manifest_of
+from raycluster.checkpoints.store import LocalStore, open_store
+
+log = logging.getLogger(__name__)
+
+
+@ray.remote(num_cpus=0, max_concurrency=4)
+class CheckpointKeeper:
+    def __init__(self, root: str, keep: int = 0, store=None):
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+        self.store = store or open_store(root)
+        self.keep = keep
+        self.staging = Path(tempfile.mkdtemp(prefix="raycluster-staging-"))
+
+    # -- receiving -------------------------------------------------------------------------------
+    def begin(self) -> str:
+        token = uuid.uuid4().hex[:12]
+        (self.staging / token).mkdir()
+        return token
+
+    def write(self, token: str, relpath: str, offset: int, data: bytes) -> None:
+        path = self.staging / token / relpath
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("r+b" if offset else "wb") as f:
+            f.seek(offset)
+            f.write(data)
+
+    def commit(self, token: str, name: str, manifest: dict[str, dict]) -> str:
+        staged = self.staging / token
+        if manifest_of(staged) != manifest:
+            shutil.rmtree(staged)
+            raise RuntimeError(f"checkpoint {name}: received files differ from the sender's manifest")
+        (staged / MANIFEST).write_text(json.dumps(manifest, indent=1))
+        self.store.publish(staged, name)
+        log.info("published checkpoint %s to %s", name, self.store)
+        if name.isdigit():
+            self._retain()
+        return name
+
+    def abort(self, token: str) -> None:
+        shutil.rmtree(self.staging / token, ignore_errors=True)
+
+    def _retain(self) -> None:
+        """Keep the newest ``keep`` complete checkpoints; the newest complete one is never deleted."""
+        if self.keep < 1:
+            return
+        complete = [n for n in self.store.names() if self.store.problems(n) is None]
+        for name in complete[: -self.keep]:
+            self.store.delete(name)
+            log.info("retention (keep %d): deleted checkpoint %s", self.keep, name)
+
+    # -- handing back -----------------------------------------------------------------------------
+    def newest_complete(self) -> str | None:
+        """The newest checkpoint that passes its manifest; incomplete ones are moved aside, not deleted."""
+        for name in reversed(self.store.names()):
+            reason = self.store.problems(name)
+            if reason is None:
+                return name
+            self.store.quarantine(name, reason)
+        return None
+
+    def manifest(self, name: str) -> dict[str, dict]:
+        return json.loads((self.store.local_copy(name) / MANIFEST).read_text())
+
+    def read(self, name: str, relpath: str, offset: int) -> bytes:
+        with (self.store.local_copy(name) / relpath).open("rb") as f:
+            f.seek(offset)
+            return f.read(CHUNK_BYTES)
+
+    def complete_steps(self) -> list[int]:
+        return [int(n) for n in self.store.names() if self.store.problems(n) is None]
+
+
+def keeper_on_this_node(root: str, keep: int = 0, local_name_root: bool = False):
+    """A keeper pinned to the caller's node (the driver's). ``local_name_root``: ``root`` itself holds
+    the published names (e.g. ``/opt/ml/model/pretrained_model``), not ``root/checkpoints``."""
+    node_id = ray.get_runtime_context().get_node_id()
+    return CheckpointKeeper.options(
+        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
+    ).remote(root, keep, LocalStore(Path(root)) if local_name_root else None)

@@ -1,0 +1,170 @@
+"""Where published checkpoints live, behind one small interface: a local directory or an S3 prefix.
+
+A published checkpoint is a directory (``<name>/...``) whose manifest was written after every file.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Protocol
+
+from raycluster.checkpoints.manifest import MANIFEST, SAGEMAKER_UPLOADING, problems
+
+log = logging.getLogger(__name__)
+QUARANTINE = "quarantine"
+
+
+class CheckpointStore(Protocol):
+    def names(self) -> list[str]:
+        """Every checkpoint directory present, complete or not, oldest first."""
+
+    def publish(self, staged: Path, name: str) -> None:
+        """Make ``staged`` (manifest included) the checkpoint ``name``; complete or absent, never half."""
+
+    def problems(self, name: str) -> str | None:
+        """Why ``name`` is not complete and intact, or None."""
+
+    def quarantine(self, name: str, reason: str) -> None:
+        """Move ``name`` aside (never delete it) so it is not resumed from."""
+
+    def delete(self, name: str) -> None:
+        ...
+
+    def local_copy(self, name: str) -> Path:
+        """A local directory holding ``name``'s files (the checkpoint itself for a local store)."""
+
+
+class LocalStore:
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def names(self) -> list[str]:
+        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and p.name[:1].isdigit())
+
+    def publish(self, staged: Path, name: str) -> None:
+        final = self.root / name
+        if final.exists():
+            # The old copy is renamed away first, so `final` is always whole or absent.
+            old = self.root / f".replaced-{name}-{time.time_ns()}"
+            final.rename(old)
+            staged.rename(final)
+            shutil.rmtree(old)
+        else:
+            staged.rename(final)
+
+    def problems(self, name: str) -> str | None:
+        path = self.root / name
+        manifest = path / MANIFEST
+        return problems(path, json.loads(manifest.read_text()) if manifest.is_file() else None)
+
+    def quarantine(self, name: str, reason: str) -> None:
+        aside = self.root.parent / QUARANTINE / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        aside.parent.mkdir(parents=True, exist_ok=True)
+        (self.root / name).rename(aside)
+        log.warning("checkpoint %s is incomplete (%s): moved aside to %s", self.root / name, reason, aside)
+
+    def delete(self, name: str) -> None:
+        shutil.rmtree(self.root / name)
+
+    def local_copy(self, name: str) -> Path:
+        return self.root / name
+
+    def __str__(self) -> str:
+        return str(self.root)
+
+
+class S3Store:
+    """``s3://bucket/prefix``: files first, the manifest object last, so a listing never shows a
+    checkpoint with a manifest whose files are missing."""
+
+    def __init__(self, url: str, client=None):
+        import boto3
+
+        bucket, _, prefix = url.removeprefix("s3://").partition("/")
+        if not bucket:
+            raise ValueError(f"{url!r} is not s3://bucket/prefix")
+        self.url, self.bucket, self.prefix = url, bucket, prefix.strip("/")
+        self.s3 = client or boto3.client("s3")
+        self._cache = Path(tempfile.mkdtemp(prefix="raycluster-s3-"))
+
+    def _key(self, *parts: str) -> str:
+        return "/".join(p for p in (self.prefix, *parts) if p)
+
+    def _objects(self, prefix: str) -> dict[str, int]:
+        objects = {}
+        for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+            objects.update({o["Key"]: o["Size"] for o in page.get("Contents", [])})
+        return objects
+
+    def names(self) -> list[str]:
+        root = self._key("") + "/" if self.prefix else ""
+        names = {key[len(root):].split("/", 1)[0] for key in self._objects(root)}
+        return sorted(n for n in names if n[:1].isdigit())
+
+    def publish(self, staged: Path, name: str) -> None:
+        for path in sorted(staged.rglob("*")):
+            if path.is_file() and path.name != MANIFEST:
+                self.s3.upload_file(str(path), self.bucket, self._key(name, str(path.relative_to(staged))))
+        self.s3.upload_file(str(staged / MANIFEST), self.bucket, self._key(name, MANIFEST))
+        shutil.rmtree(staged)
+
+    def _manifest(self, name: str) -> dict | None:
+        try:
+            body = self.s3.get_object(Bucket=self.bucket, Key=self._key(name, MANIFEST))["Body"].read()
+        except self.s3.exceptions.NoSuchKey:
+            return None
+        return json.loads(body)
+
+    def problems(self, name: str) -> str | None:
+        manifest = self._manifest(name)
+        if manifest is None:
+            return "no manifest (an upload that never finished)"
+        objects = self._objects(self._key(name) + "/")
+        for relpath, want in manifest.items():
+            size = objects.get(self._key(name, relpath))
+            if size != want["size"]:
+                return f"{relpath}: {'missing' if size is None else f'{size} bytes'}, manifest says {want['size']}"
+        if any(key.endswith(SAGEMAKER_UPLOADING) for key in objects):
+            return "SageMaker upload leftovers"
+        return None
+
+    def quarantine(self, name: str, reason: str) -> None:
+        source = self._key(name) + "/"
+        target = self._key(QUARANTINE, f"{name}-{time.strftime('%Y%m%d-%H%M%S')}") + "/"
+        for key in self._objects(source):
+            self.s3.copy_object(Bucket=self.bucket, Key=target + key[len(source):],
+                                CopySource={"Bucket": self.bucket, "Key": key})
+        self.delete(name)
+        log.warning("checkpoint s3://%s/%s is incomplete (%s): moved aside to s3://%s/%s",
+                    self.bucket, source, reason, self.bucket, target)
+
+    def delete(self, name: str) -> None:
+        for key in self._objects(self._key(name) + "/"):
+            self.s3.delete_object(Bucket=self.bucket, Key=key)
+
+    def local_copy(self, name: str) -> Path:
+        """Downloaded once into a cache on the keeper's node; checked against the manifest."""
+        target = self._cache / name
+        if target.exists() and problems(target, self._manifest(name)) is None:
+            return target
+        shutil.rmtree(target, ignore_errors=True)
+        source = self._key(name) + "/"
+        for key in self._objects(source):
+            path = target / key[len(source):]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.s3.download_file(self.bucket, key, str(path))
+        return target
+
+    def __str__(self) -> str:
+        return self.url
+
+
+def open_store(root: str) -> CheckpointStore:
+    """``s3://bucket/prefix`` or a local directory, holding ``<step:06d>/`` checkpoints."""
+    return S3Store(root.rstrip("/") + "/checkpoints") if root.startswith("s3://") else LocalStore(Path(root) / "checkpoints")

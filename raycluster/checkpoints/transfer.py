@@ -1,0 +1,104 @@
+"""Moving checkpoint directories between a worker's node and the keeper, one bounded chunk at a time,
+and rank 0's background shipper that never makes training wait for an upload."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+from pathlib import Path
+
+import ray
+
+from raycluster.checkpoints.manifest import CHUNK_BYTES as CHUNK, manifest_of, problems
+
+log = logging.getLogger(__name__)
+
+
+def send_directory(keeper, source: Path, name: str) -> str:
+    """Stream ``source`` to the keeper and publish it as ``name``; on any error nothing is published."""
+    source = Path(source).resolve()
+    manifest = manifest_of(source)
+    token = ray.get(keeper.begin.remote())
+    try:
+        for relpath in manifest:
+            with (source / relpath).open("rb") as f:
+                offset, chunk = 0, f.read(CHUNK)
+                while True:
+                    ray.get(keeper.write.remote(token, relpath, offset, chunk))
+                    offset += len(chunk)
+                    chunk = f.read(CHUNK)
+                    if not chunk:
+                        break
+        return ray.get(keeper.commit.remote(token, name, manifest))
+    except BaseException:
+        keeper.abort.remote(token)
+        raise
+
+
+def fetch_directory(keeper, name: str, target: Path) -> bool:
+    """Make ``target`` hold the keeper's ``name``; fetched only if missing or different. True if fetched."""
+    manifest = ray.get(keeper.manifest.remote(name))
+    if target.is_dir() and problems(target, manifest) is None:
+        return False
+    staged = target.with_name(f".{target.name}.fetching-{os.getpid()}")
+    shutil.rmtree(staged, ignore_errors=True)
+    for relpath in manifest:
+        path = staged / relpath
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("wb") as f:
+            while data := ray.get(keeper.read.remote(name, relpath, f.tell())):
+                f.write(data)
+    if target.exists():
+        shutil.rmtree(target)
+    staged.rename(target)
+    log.info("fetched checkpoint %s from the keeper into %s", name, target)
+    return True
+
+
+
+
+class Shipper:
+    """Uploads rank 0's checkpoints in a background thread with a queue of one: a checkpoint that is
+    still waiting when a newer one is saved is skipped (logged), the one in flight always completes."""
+
+    def __init__(self, keeper):
+        self.keeper = keeper
+        self._pending: Path | None = None
+        self._busy = False
+        self._cond = threading.Condition()
+        self.skipped: list[str] = []
+        self.failures: list[str] = []
+        threading.Thread(target=self._run, name="checkpoint-shipper", daemon=True).start()
+
+    def submit(self, checkpoint_dir: Path) -> None:
+        with self._cond:
+            if self._pending is not None:
+                self.skipped.append(self._pending.name)
+                log.warning("checkpoint %s superseded by %s before its upload started: skipped",
+                            self._pending.name, checkpoint_dir.name)
+            self._pending = Path(checkpoint_dir)
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while self._pending is None:
+                    self._cond.wait()
+                source, self._pending, self._busy = self._pending, None, True
+            try:
+                send_directory(self.keeper, source, source.name)
+            except Exception as exc:  # an upload failure must not stop training; the next save retries
+                self.failures.append(f"{source.name}: {exc}")
+                log.error("upload of checkpoint %s failed: %s", source.name, exc)
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
+
+    def drain(self, timeout: float | None = None) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: self._pending is None and not self._busy, timeout)
+
+
+
