@@ -1,0 +1,139 @@
+"""The checkpoint keeper: complete-only publishing, verification, quarantine, retention, S3."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import boto3
+import pytest
+import ray
+from moto.server import ThreadedMotoServer
+
+from conftest import REPO, dataset_flags, run_cli
+from raycluster.checkpoints.keeper import CheckpointKeeper
+from raycluster.checkpoints.manifest import MANIFEST
+from raycluster.checkpoints.store import LocalStore, S3Store
+from raycluster.checkpoints.transfer import fetch_directory, send_directory
+from raycluster.demo import TINY_ACT
+from raycluster.training.summary import read_summary
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=1, include_dashboard=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint():
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    server.start()
+    host, port = server.get_host_and_port()
+    env = {"AWS_ENDPOINT_URL": f"http://{host}:{port}", "AWS_ACCESS_KEY_ID": "test",
+           "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    boto3.client("s3").create_bucket(Bucket="ckpts")
+    yield env
+    for k, v in saved.items():
+        os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+    server.stop()
+
+
+def fake_checkpoint(path, payload=b"x" * 3_000_000):
+    (path / "pretrained_model").mkdir(parents=True)
+    (path / "training_state").mkdir()
+    (path / "pretrained_model" / "model.safetensors").write_bytes(payload)
+    (path / "training_state" / "training_step.json").write_text('{"step": 1}')
+    return path
+
+
+def test_published_checkpoints_are_whole_and_bad_ones_are_moved_aside(local_ray, tmp_path):
+    keeper = CheckpointKeeper.remote(str(tmp_path / "root"))
+    for step in ("000002", "000004", "000006"):
+        send_directory(keeper, fake_checkpoint(tmp_path / "src" / step), step)
+    root = tmp_path / "root" / "checkpoints"
+    assert json.loads((root / "000006" / MANIFEST).read_text())["pretrained_model/model.safetensors"]["size"] == 3_000_000
+    # A truncated newest checkpoint, and a SageMaker sync leftover in the one before.
+    with (root / "000006" / "pretrained_model" / "model.safetensors").open("r+b") as f:
+        f.truncate(1000)
+    (root / "000004" / "pretrained_model" / "model.safetensors.sagemaker-uploading").write_bytes(b"")
+    assert ray.get(keeper.newest_complete.remote()) == "000002"
+    assert LocalStore(root).names() == ["000002"]
+    aside = sorted(p.name for p in (tmp_path / "root" / "quarantine").iterdir())
+    assert [name[:6] for name in aside] == ["000004", "000006"]  # moved, not deleted
+    # A node that lacks the files gets them back from the keeper, byte for byte.
+    target = tmp_path / "node2" / "000002"
+    assert fetch_directory(keeper, "000002", target)
+    assert (target / "pretrained_model" / "model.safetensors").read_bytes() == b"x" * 3_000_000
+    assert not fetch_directory(keeper, "000002", target)  # already there and intact
+
+
+def test_retention_keeps_exactly_k(local_ray, tmp_path):
+    keeper = CheckpointKeeper.remote(str(tmp_path / "root"), 2)
+    for step in range(1, 6):
+        send_directory(keeper, fake_checkpoint(tmp_path / "src" / f"{step:06d}", b"y" * 1000), f"{step:06d}")
+    assert ray.get(keeper.complete_steps.remote()) == [4, 5]
+
+
+def test_s3_root_publishes_manifest_last_and_resumes(local_ray, s3_endpoint, tmp_path):
+    # The module's Ray cluster started before the endpoint existed: hand the keeper its address.
+    keeper = CheckpointKeeper.options(runtime_env={"env_vars": s3_endpoint}).remote("s3://ckpts/run1")
+    send_directory(keeper, fake_checkpoint(tmp_path / "src" / "000003"), "000003")
+    keys = {o["Key"] for o in boto3.client("s3").list_objects_v2(Bucket="ckpts")["Contents"]}
+    assert "run1/checkpoints/000003/raycluster_manifest.json" in keys
+    # An upload that died before its manifest: never resumed from, moved aside.
+    boto3.client("s3").put_object(Bucket="ckpts", Key="run1/checkpoints/000009/pretrained_model/model.safetensors", Body=b"half")
+    assert ray.get(keeper.newest_complete.remote()) == "000003"
+    assert S3Store("s3://ckpts/run1/checkpoints").names() == ["000003"]
+    target = tmp_path / "back" / "000003"
+    fetch_directory(keeper, "000003", target)
+    assert (target / "training_state" / "training_step.json").read_text() == '{"step": 1}'
+
+
+COMMON = ["--batch_size=4", "--num_workers=0", "--seed=1", "--log_freq=1"]
+
+
+@pytest.mark.slow
+def test_training_resumes_from_s3(dataset, s3_endpoint, tmp_path):
+    flags = ["--cluster.num_workers=2", "--cluster.checkpoint_dir=s3://ckpts/act", *dataset_flags(dataset), *TINY_ACT,
+             *COMMON, "--save_freq=3", f"--output_dir={tmp_path}/out"]
+    first = run_cli("train", *flags, "--steps=3")
+    assert first.returncode == 0, first.stderr[-3000:]
+    second = run_cli("train", *flags, "--steps=6")
+    assert second.returncode == 0, second.stderr[-3000:]
+    summary = read_summary(tmp_path / "out")
+    assert summary["resumed_from"] == 3 and summary["final_step"] == 6 and summary["checkpoints"] == [3, 6]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("victim", [1, 0])
+def test_a_killed_worker_resumes_from_the_last_complete_checkpoint(dataset, tmp_path, victim):
+    ckpt = tmp_path / "ckpt"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "raycluster", "train", "--cluster.num_workers=2", "--cluster.max_failures=2",
+         f"--cluster.checkpoint_dir={ckpt}", *dataset_flags(dataset), *TINY_ACT, *COMMON,
+         "--steps=30", "--save_freq=5", f"--output_dir={tmp_path}/out"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    output = []
+    pids = {}
+    for line in proc.stdout:
+        output.append(line)
+        if m := re.search(r"raycluster worker rank (\d+) of 2, pid (\d+)", line):
+            pids[int(m.group(1))] = int(m.group(2))
+        if (ckpt / "checkpoints" / "000005" / MANIFEST).exists() and victim in pids:
+            os.kill(pids[victim], signal.SIGKILL)
+            break
+    rest, _ = proc.communicate(timeout=600)
+    output.append(rest)
+    assert proc.returncode == 0, "".join(output)[-4000:]
+    summary = read_summary(tmp_path / "out")
+    assert summary["final_step"] == 30 and summary["restarts"] >= 1
+    assert summary["resumed_from"] is not None and summary["resumed_from"] >= 5
+    assert summary["checkpoints"][-1] == 30
