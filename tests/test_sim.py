@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
+from raycluster.checkpoints.store import LocalStore
 
 pytestmark = [
     pytest.mark.slow,
@@ -25,12 +26,12 @@ TINY_ACT_HPS = {
 }
 
 
-def start_sim(workdir: Path, hosts: int, hps: dict, dataset) -> subprocess.Popen:
+def start_sim(workdir: Path, hosts: int, hps: dict, dataset, *extra: str) -> subprocess.Popen:
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "hps.json").write_text(json.dumps(hps))
     return subprocess.Popen(
         [sys.executable, "-m", "raycluster", "sim", f"--hosts={hosts}", f"--workdir={workdir}",
-         f"--hyperparameters={workdir / 'hps.json'}", f"--channel=dataset={dataset.root}"],
+         f"--hyperparameters={workdir / 'hps.json'}", f"--channel=dataset={dataset.root}", *extra],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
 
@@ -49,6 +50,16 @@ def wait_for_log(path: Path, text: str, timeout: float = 300) -> None:
             return
         time.sleep(0.5)
     raise AssertionError(f"{text!r} never appeared in {path}")
+
+
+def head_checkpoints(workdir: Path) -> Path:
+    return workdir / "algo-1" / "opt" / "ml" / "checkpoints" / "lerobot" / "checkpoints"
+
+
+def assert_all_complete(root: Path) -> None:
+    """Nothing in the checkpoint root looks complete unless it is."""
+    store = LocalStore(root)
+    assert all(store.problems(name) is None for name in store.names()), [(n, store.problems(n)) for n in store.names()]
 
 
 def assert_clean() -> None:
@@ -100,4 +111,28 @@ def test_sigterm_on_every_host_ends_well_inside_120s(dataset, tmp_path):
     assert time.monotonic() - stopped < 90
     assert all(h["exit_code"] == 143 and "SIGTERM" in h["failure"] for h in result.values()), result
     assert not (tmp_path / "algo-1" / "opt" / "ml" / "model" / "pretrained_model").exists()
+    assert_all_complete(head_checkpoints(tmp_path))
     assert_clean()
+
+
+def test_rank0_off_the_head_ships_checkpoints_to_it_and_a_restarted_job_resumes(dataset, tmp_path):
+    # The head trains nothing here, so rank 0 runs on another host and every file crosses the network.
+    first = tmp_path / "first"
+    hps = {**TINY_ACT_HPS, "steps": 4, "save_freq": 2, "log_freq": 2, "entry.head_trains": False}
+    result = finish(start_sim(first, 3, hps, dataset), first)
+    assert all(h["exit_code"] == 0 for h in result.values()), result
+    assert LocalStore(head_checkpoints(first)).names() == ["000002", "000004"]
+    assert_all_complete(head_checkpoints(first))
+    model = first / "algo-1" / "opt" / "ml" / "model"
+    assert json.loads((model / "raycluster_summary.json").read_text())["world_size"] == 2
+    for worker in ("algo-2", "algo-3"):
+        assert not (first / worker / "opt" / "ml" / "checkpoints" / "lerobot").exists()
+
+    # SageMaker restarts the job (spot): /opt/ml/checkpoints comes back on every host from S3.
+    second = tmp_path / "second"
+    restored = first / "algo-1" / "opt" / "ml" / "checkpoints"
+    result = finish(start_sim(second, 2, {**hps, "steps": 6, "entry.head_trains": True}, dataset,
+                              f"--checkpoints={restored}"), second)
+    assert all(h["exit_code"] == 0 for h in result.values()), result
+    summary = json.loads((second / "algo-1" / "opt" / "ml" / "model" / "raycluster_summary.json").read_text())
+    assert summary["resumed_from"] == 4 and summary["final_step"] == 6 and summary["checkpoints"][-2:] == [4, 6]

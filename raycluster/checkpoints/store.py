@@ -43,20 +43,30 @@ class LocalStore:
     def __init__(self, root: Path):
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
+        for leftover in list(self.root.glob(".incoming-*")) + list(self.root.glob(".replaced-*")):
+            shutil.rmtree(leftover)  # staging of a publish that was cut short: never a checkpoint
 
     def names(self) -> list[str]:
         return sorted(p.name for p in self.root.iterdir() if p.is_dir() and p.name[:1].isdigit())
 
     def publish(self, staged: Path, name: str) -> None:
+        # A rename is atomic only within one mount: staging elsewhere (the keeper's /tmp) is first copied
+        # next to the root, under a name no reader takes for a checkpoint.
+        incoming = self.root / f".incoming-{name}-{time.time_ns()}"
+        try:
+            staged.rename(incoming)
+        except OSError:
+            shutil.copytree(staged, incoming)
+            shutil.rmtree(staged)
         final = self.root / name
         if final.exists():
             # The old copy is renamed away first, so `final` is always whole or absent.
             old = self.root / f".replaced-{name}-{time.time_ns()}"
             final.rename(old)
-            staged.rename(final)
+            incoming.rename(final)
             shutil.rmtree(old)
         else:
-            staged.rename(final)
+            incoming.rename(final)
 
     def problems(self, name: str) -> str | None:
         path = self.root / name

@@ -16,6 +16,8 @@ def register(verbs) -> None:
     parser.add_argument("--hyperparameters", type=Path, required=True, help="JSON object, as passed to SageMaker")
     parser.add_argument("--channel", action="append", default=[], metavar="NAME=PATH", help="an input channel")
     parser.add_argument("--cpus-per-host", type=int, default=1)
+    parser.add_argument("--checkpoints", type=Path, help="pre-fill every host's /opt/ml/checkpoints from this "
+                        "directory, as SageMaker does when it restarts a job (resume test)")
     parser.set_defaults(run=run)
 
 
@@ -37,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, json.JSONDecodeError) as exc:
         raise UsageError(f"--hyperparameters {args.hyperparameters}: not a readable JSON object ({exc})") from None
     spec = SimSpec(hosts=args.hosts, workdir=args.workdir.resolve(), hyperparameters=hps,
-                   channels=parse_channels(args.channel), cpus_per_host=args.cpus_per_host)
+                   channels=parse_channels(args.channel), cpus_per_host=args.cpus_per_host,
+                   checkpoints=args.checkpoints.resolve() if args.checkpoints else None)
     result = run_sim(spec)
     print(json.dumps(result, indent=2))
     return max((h["exit_code"] for h in result["hosts"].values()), key=abs, default=0) and 1

@@ -55,7 +55,8 @@ def job_flags(topology: Topology, settings: EntrySettings, flags: list[str]) -> 
     if settings.job != EntrySettings.job:
         return flags
     use_gpu = topology.num_gpus > 0
-    workers = len(topology.hosts) * (topology.num_gpus if use_gpu else 1)
+    training_hosts = len(topology.hosts) - (0 if settings.head_trains else 1)
+    workers = training_hosts * (topology.num_gpus if use_gpu else 1)
     defaults = [
         "--cluster.address=auto",
         f"--cluster.num_workers={workers}",
@@ -79,9 +80,10 @@ def node_env(topology: Topology) -> dict[str, str]:
     return env
 
 
-def node_spec(topology: Topology, head_address: str | None) -> NodeSpec:
+def node_spec(topology: Topology, head_address: str | None, trains: bool = True) -> NodeSpec:
     return NodeSpec(
-        ip=resolve(topology.current_host), num_cpus=topology.num_cpus, num_gpus=topology.num_gpus,
+        ip=resolve(topology.current_host), num_cpus=topology.num_cpus if trains else 0,
+        num_gpus=topology.num_gpus if trains else 0,
         temp_dir=SCRATCH / "ray", head_address=head_address, env=node_env(topology),
     )
 
@@ -95,7 +97,7 @@ class Head:
 
     def run(self) -> int:
         started = time.monotonic()
-        node = RayNode(node_spec(self.topology, None))
+        node = RayNode(node_spec(self.topology, None, trains=self.settings.head_trains))
         self.reaper.own.add(node.process.pid)
         gcs = None
         code = 1

@@ -31,6 +31,9 @@ class EntrySettings:
     stop_timeout_s: float = 60.0
     """On SIGTERM: how long the job gets to stop before its nodes are stopped regardless (SageMaker
     sends SIGKILL 120 s after SIGTERM)."""
+    head_trains: bool = True
+    """False: the head's node offers no CPUs/GPUs to training, so every training worker (rank 0 too) runs
+    on the other hosts; the head only coordinates (the driver and the checkpoint keeper need none)."""
     head_group: str | None = None
     """Instance group whose first host is the head (heterogeneous clusters); read by the topology."""
 
@@ -45,6 +48,12 @@ def encode_value(value: Any) -> str:
     return str(value)
 
 
+def _boolean(value: Any) -> bool:
+    if isinstance(value, bool) or str(value).lower() in ("true", "false"):
+        return value if isinstance(value, bool) else str(value).lower() == "true"
+    raise ValueError(value)
+
+
 def split_hyperparameters(hps: dict[str, Any]) -> tuple[EntrySettings, list[str]]:
     """``entry.*`` keys become EntrySettings; all others become ``--key=value`` flags, in order."""
     fields = {f.name: f for f in dataclasses.fields(EntrySettings)}
@@ -57,11 +66,11 @@ def split_hyperparameters(hps: dict[str, Any]) -> tuple[EntrySettings, list[str]
         name = key.removeprefix(ENTRY_PREFIX)
         if name not in fields:
             raise UsageError(f"unknown hyperparameter {key}; known: {', '.join(ENTRY_PREFIX + n for n in fields)}")
-        kind = float if fields[name].type == "float" else str
+        kind = {"float": float, "bool": _boolean}.get(fields[name].type, str)
         try:
             settings[name] = None if value is None else kind(value)
         except (TypeError, ValueError):
-            raise UsageError(f"hyperparameter {key}={value!r} must be a {kind.__name__}") from None
+            raise UsageError(f"hyperparameter {key}={value!r} must be a {fields[name].type}") from None
     return EntrySettings(**settings), flags
 
 

@@ -33,6 +33,8 @@ class SimSpec:
     hyperparameters: dict
     channels: dict[str, Path]
     cpus_per_host: int = 1
+    checkpoints: Path | None = None
+    """Copied into every host's /opt/ml/checkpoints first, as SageMaker restores them for a restarted job."""
     instance_type: str = "ml.c5.xlarge"
 
 
@@ -55,6 +57,8 @@ def lay_out_opt_ml(spec: SimSpec, host: str) -> Path:
     (config / "hyperparameters.json").write_text(json.dumps({k: json.dumps(v) if not isinstance(v, str) else v
                                                               for k, v in spec.hyperparameters.items()}))
     (config / "inputdataconfig.json").write_text(json.dumps({name: {"TrainingInputMode": "File"} for name in spec.channels}))
+    if spec.checkpoints is not None and not any((base / "checkpoints").iterdir()):
+        shutil.copytree(spec.checkpoints, base / "checkpoints", dirs_exist_ok=True, symlinks=True)
     for name, source in spec.channels.items():
         target = base / "input" / "data" / name
         if not target.exists():
