@@ -1,9 +1,17 @@
-"""Same short training (dataset, policy, seed, steps, world size 2) under plain torchrun + lerobot-train
-and under ``raycluster train``; prints loop throughput, end-to-end wall time and their ratios."""
+"""``make bench``: raycluster against plain LeRobot on this machine, as a table of ratios.
+
+1. training: the same short run (dataset, tiny ACT, seed, steps, world size 2) under plain torchrun +
+   LeRobot's ``train`` and under ``raycluster train``: loop samples/s and end-to-end wall time.
+2. checkpoint stall: loop samples/s of a run that checkpoints every few steps through the keeper versus
+   LeRobot's own synchronous local save alone (and versus no periodic checkpoint).
+3. recovery: from SIGKILL of a training worker to the first resumed training step.
+"""
 
 import argparse
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -15,52 +23,98 @@ from raycluster.demo import TINY_ACT
 from raycluster.training.summary import read_summary
 
 REPO = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
 
 
-def timed(cmd: list[str], env: dict) -> tuple[float, str]:
-    started = time.perf_counter()
-    result = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO)
-    wall = time.perf_counter() - started
-    if result.returncode != 0:
-        sys.exit(f"benchmark command failed ({result.returncode}): {' '.join(cmd)}\n{result.stderr[-3000:]}")
-    return wall, result.stdout
+class Bench:
+    def __init__(self, steps: int, workers: int):
+        self.steps, self.workers = steps, workers
+        self.work = Path(tempfile.mkdtemp(prefix="raycluster-bench-"))
+        self.env = {**os.environ, "HOME": str(self.work), "RAY_AUTH_MODE": "disabled", "WANDB_MODE": "disabled",
+                    "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
+        spec = SyntheticDatasetSpec(root=self.work / "dataset")
+        make_synthetic_dataset(spec)
+        self.flags = [f"--dataset.repo_id={spec.repo_id}", f"--dataset.root={spec.root}", *TINY_ACT,
+                      "--batch_size=4", "--num_workers=0", "--seed=1"]
+        self.rows: list[tuple[str, str, float, float, str, str]] = []
+
+    def run(self, cmd: list[str]) -> tuple[float, str]:
+        started = time.perf_counter()
+        result = subprocess.run(cmd, capture_output=True, text=True, env=self.env, cwd=REPO)
+        if result.returncode != 0:
+            sys.exit(f"benchmark command failed ({result.returncode}): {' '.join(cmd)}\n{result.stderr[-3000:]}")
+        return time.perf_counter() - started, result.stdout
+
+    def raycluster(self, name: str, *flags: str, steps: int | None = None, save_freq: int | None = None) -> dict:
+        steps = steps or self.steps
+        wall, _ = self.run([sys.executable, "-m", "raycluster", "train", f"--cluster.num_workers={self.workers}",
+                            *self.flags, f"--steps={steps}", f"--save_freq={save_freq or steps}",
+                            f"--log_freq={steps}", f"--output_dir={self.work / name}", *flags])
+        return {**read_summary(self.work / name), "wall": wall}
+
+    def training(self) -> None:
+        wall, out = self.run([str(BIN / "torchrun"), f"--nproc-per-node={self.workers}", "bench/plain_lerobot.py",
+                              *self.flags, f"--steps={self.steps}", f"--save_freq={self.steps}",
+                              f"--log_freq={self.steps}", f"--output_dir={self.work / 'plain'}"])
+        plain = json.loads(out.split("BENCH ", 1)[1].splitlines()[0])
+        ours = self.raycluster("ray")
+        self.rows += [
+            ("training", "loop samples/s", plain["samples_per_s"], ours["samples_per_s"],
+             f"{ours['samples_per_s'] / plain['samples_per_s']:.3f}", ">= 0.98"),
+            ("training", "end-to-end wall s", wall, ours["wall"], f"{ours['wall'] - wall:+.1f} s", "<= +10 s"),
+        ]
+
+    def checkpoint_stall(self, every: int = 5) -> None:
+        none = self.raycluster("ckpt-none")
+        local = self.raycluster("ckpt-local", save_freq=every)
+        keeper = self.raycluster("ckpt-keeper", f"--cluster.checkpoint_dir={self.work / 'root'}", save_freq=every)
+        overhead = 1 - keeper["samples_per_s"] / local["samples_per_s"]
+        self.rows += [
+            ("checkpoints", f"loop samples/s, save every {every}", local["samples_per_s"], keeper["samples_per_s"],
+             f"{overhead:+.1%}", "keeper < +5% over local"),
+            ("checkpoints", "local save stall vs none", none["samples_per_s"], local["samples_per_s"],
+             f"{1 - local['samples_per_s'] / none['samples_per_s']:+.1%}", "(LeRobot's own)"),
+        ]
+
+    def recovery(self) -> None:
+        cmd = [sys.executable, "-m", "raycluster", "train", f"--cluster.num_workers={self.workers}",
+               "--cluster.max_failures=1", f"--cluster.checkpoint_dir={self.work / 'rec-root'}", *self.flags,
+               "--steps=40", "--save_freq=5", "--log_freq=1", f"--output_dir={self.work / 'rec'}"]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self.env, cwd=REPO)
+        pids, killed, resumed = {}, None, None
+        manifest = self.work / "rec-root" / "checkpoints" / "000005" / "raycluster_manifest.json"
+        for line in proc.stdout:
+            if m := re.search(r"raycluster worker rank (\d+) of \d+, pid (\d+)", line):
+                pids[int(m.group(1))] = int(m.group(2))
+            if killed is None and manifest.exists() and 1 in pids:
+                os.kill(pids[1], signal.SIGKILL)
+                killed = time.perf_counter()
+            elif killed is not None and re.search(r"step:\d+ ", line) and "resuming" not in line:
+                if resumed is None and time.perf_counter() - killed > 0.5:
+                    resumed = time.perf_counter()
+        proc.wait()
+        seconds = (resumed - killed) if killed and resumed else float("nan")
+        self.rows.append(("recovery", "kill -> first resumed step s", float("nan"), seconds, "", "< 20 s"))
+
+    def print(self) -> None:
+        print(f"\ntiny ACT, {self.workers} CPU workers, batch 4 per worker, {self.steps} steps; work dir {self.work}")
+        print(f"{'part':<12}{'metric':<34}{'baseline':>10}{'raycluster':>12}{'ratio/diff':>14}  goal")
+        for part, metric, base, mine, rel, goal in self.rows:
+            base_text = "" if base != base else f"{base:.2f}"
+            print(f"{part:<12}{metric:<34}{base_text:>10}{mine:>12.2f}{rel:>14}  {goal}")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=80)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--only", choices=["training", "checkpoints", "recovery"])
     args = parser.parse_args()
-
-    work = Path(tempfile.mkdtemp(prefix="raycluster-bench-"))
-    env = {**os.environ, "HOME": str(work), "RAY_AUTH_MODE": "disabled", "WANDB_MODE": "disabled",
-           "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
-    spec = SyntheticDatasetSpec(root=work / "dataset")
-    make_synthetic_dataset(spec)
-    flags = [
-        f"--dataset.repo_id={spec.repo_id}", f"--dataset.root={spec.root}", *TINY_ACT,
-        f"--steps={args.steps}", "--batch_size=4", "--num_workers=0", "--seed=1",
-        f"--save_freq={args.steps}", f"--log_freq={args.steps}",
-    ]
-    bin_dir = Path(sys.executable).parent
-    plain_wall, plain_out = timed(
-        [str(bin_dir / "torchrun"), f"--nproc-per-node={args.workers}", "bench/plain_lerobot.py", *flags,
-         f"--output_dir={work}/plain"], env)
-    plain = json.loads(plain_out.split("BENCH ", 1)[1].splitlines()[0])
-    ray_wall, _ = timed(
-        [sys.executable, "-m", "raycluster", "train", f"--cluster.num_workers={args.workers}", *flags,
-         f"--output_dir={work}/ray"], env)
-    ours = read_summary(work / "ray")
-
-    rows = [
-        ("loop samples/s", plain["samples_per_s"], ours["samples_per_s"], ours["samples_per_s"] / plain["samples_per_s"], ">= 0.98"),
-        ("end-to-end wall s", plain_wall, ray_wall, ray_wall - plain_wall, "<= +10 s"),
-    ]
-    print(f"\nACT tiny, {args.workers} CPU workers, {args.steps} steps, batch 4 per worker")
-    print(f"{'metric':<20}{'torchrun':>12}{'raycluster':>12}{'ratio/diff':>12}  goal")
-    for name, base, mine, rel, goal in rows:
-        print(f"{name:<20}{base:>12.2f}{mine:>12.2f}{rel:>+12.3f}  {goal}" if "wall" in name
-              else f"{name:<20}{base:>12.2f}{mine:>12.2f}{rel:>12.3f}  {goal}")
+    bench = Bench(args.steps, args.workers)
+    for part, run in (("training", bench.training), ("checkpoints", bench.checkpoint_stall), ("recovery", bench.recovery)):
+        if args.only in (None, part):
+            run()
+    bench.print()
 
 
 if __name__ == "__main__":

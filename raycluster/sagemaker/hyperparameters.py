@@ -74,6 +74,18 @@ def split_hyperparameters(hps: dict[str, Any]) -> tuple[EntrySettings, list[str]
     return EntrySettings(**settings), flags
 
 
+def decode_like_sagemaker(hps: dict[str, str]) -> dict[str, Any]:
+    """What SageMaker's v3 driver makes of a CreateTrainingJob request's string hyperparameters (its
+    SM_HPS): every value that parses as JSON is decoded."""
+    decoded = {}
+    for key, value in hps.items():
+        try:
+            decoded[key] = json.loads(value)
+        except (TypeError, json.JSONDecodeError):
+            decoded[key] = value
+    return decoded
+
+
 def to_hyperparameters(flags: list[str]) -> dict[str, str]:
     """The inverse, for a launcher: ``--key=value`` flags as SageMaker hyperparameters (strings)."""
     hps = {}

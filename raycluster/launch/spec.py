@@ -1,0 +1,67 @@
+"""What a launch asks for, checked before anything is uploaded or submitted."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from raycluster.errors import UsageError
+from raycluster.sagemaker.hyperparameters import to_hyperparameters
+
+INSTANCE_TYPE = re.compile(r"^ml\.[a-z][a-z0-9]*(-[a-z0-9]+)*\.[a-z0-9]+$")
+ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
+S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    instance_type: str
+    role: str
+    instance_count: int = 1
+    region: str | None = None
+    framework_version: str = "2.8"
+    py_version: str = "py312"
+    image_uri: str | None = None
+    spot: bool = False
+    max_run: int = 24 * 3600
+    max_wait: int | None = None
+    checkpoint_s3: str | None = None
+    output_s3: str | None = None
+    dataset_s3: str | None = None
+    base_job_name: str = "raycluster"
+    tags: dict[str, str] = field(default_factory=dict)
+    subnets: tuple[str, ...] = ()
+    security_groups: tuple[str, ...] = ()
+    include: tuple[str, ...] = ()
+    """Extra files (user job scripts) staged into jobs/."""
+    flags: tuple[str, ...] = ()
+    """``--cluster.*`` and LeRobot flags; they travel as hyperparameters."""
+
+    def check(self) -> None:
+        if not INSTANCE_TYPE.match(self.instance_type):
+            raise UsageError(f"--instance-type {self.instance_type!r} is not a SageMaker instance type (e.g. ml.p5.48xlarge)")
+        if self.instance_count < 1:
+            raise UsageError(f"--instance-count must be >= 1, got {self.instance_count}")
+        if not ROLE_ARN.match(self.role):
+            raise UsageError(f"--role {self.role!r} is not an IAM role ARN (arn:aws:iam::123456789012:role/NAME)")
+        if self.max_run < 1:
+            raise UsageError(f"--max-run must be >= 1 second, got {self.max_run}")
+        if self.spot:
+            if self.max_wait is None or self.max_wait < self.max_run:
+                raise UsageError(f"--spot needs --max-wait >= --max-run ({self.max_run}s), got {self.max_wait}")
+            if not self.checkpoint_s3:
+                raise UsageError("--spot needs --checkpoint-s3: an interrupted spot job resumes from its checkpoints")
+        elif self.max_wait is not None:
+            raise UsageError("--max-wait applies to spot jobs only; add --spot or drop it")
+        for name in ("checkpoint_s3", "output_s3", "dataset_s3"):
+            value = getattr(self, name)
+            if value and not S3_URI.match(value):
+                raise UsageError(f"--{name.replace('_', '-')} {value!r} is not an s3://bucket/prefix URI")
+        for key, value in self.hyperparameters.items():
+            # SageMaker's driver `source`s the hyperparameters as shell: a quote ends the job before our code runs.
+            if "'" in key or "'" in value:
+                raise UsageError(f"hyperparameter {key}={value!r}: a ' breaks SageMaker's driver; remove it")
+
+    @property
+    def hyperparameters(self) -> dict[str, str]:
+        return to_hyperparameters(list(self.flags))
