@@ -58,6 +58,8 @@ class NodeSpec:
     """``IP:PORT`` of the head's GCS; None starts a head."""
     object_store_bytes: int = field(default_factory=object_store_bytes)
     env: dict[str, str] = field(default_factory=dict)
+    dashboard_host: str = "0.0.0.0"
+    """On SageMaker, the node's own addresses (only SSM port forwarding reaches them); locally, loopback."""
 
     def command(self) -> list[str]:
         ray = Path(sys.executable).with_name("ray")
@@ -66,8 +68,8 @@ class NodeSpec:
                f"--temp-dir={self.temp_dir}", f"--object-store-memory={self.object_store_bytes}",
                "--disable-usage-stats"]
         if self.head_address is None:
-            # The dashboard listens on the node's own addresses; on SageMaker only SSM port forwarding reaches it.
-            cmd += ["--head", f"--port={GCS_PORT}", "--dashboard-host=0.0.0.0", f"--dashboard-port={DASHBOARD_PORT}"]
+            cmd += ["--head", f"--port={GCS_PORT}", f"--dashboard-host={self.dashboard_host}",
+                    f"--dashboard-port={DASHBOARD_PORT}"]
         else:
             cmd += [f"--address={self.head_address}"]
         return cmd
@@ -91,20 +93,41 @@ class RayNode:
         return self.process.poll() is None
 
     def stop(self, timeout: float = 20.0) -> None:
-        """SIGTERM the node (``ray start --block`` then stops its own processes), SIGKILL what is left."""
-        if self.alive():
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                pass
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.process.wait()
+        stop_node_process(self.process.pid, timeout, wait=self.process.wait)
         self._log.close()
         log.info("ray node on %s stopped", self.spec.ip)
+
+
+def stop_node_process(pid: int, timeout: float = 20.0, wait=None) -> None:
+    """SIGTERM a ``ray start --block`` process (it then stops its own Ray processes), then SIGKILL its
+    process group, which holds exactly that node's processes. ``wait`` reaps it when it is our child."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and _running(pid):
+        if wait is not None:
+            try:
+                wait(0.2)
+            except subprocess.TimeoutExpired:
+                pass
+        else:
+            time.sleep(0.2)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    if wait is not None:
+        wait()
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
 
 
 class Gcs:

@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 
 SOURCE_DIR = Path(__file__).resolve().parents[2]
 SIGTERM_EXIT = 143
+AUTH_TOKEN_FILE = ".raycluster/auth_token"
+AUTH_TOKEN_ENV = "RAYCLUSTER_AUTH_TOKEN_FILE"
 # Where LeRobot's own output_dir lives: node-local scratch, the same path on every host (rank 0 may be
 # anywhere). What must survive goes to /opt/ml through the checkpoint keeper.
 SCRATCH = Path("/tmp/raycluster")
@@ -72,8 +74,20 @@ def job_flags(topology: Topology, settings: EntrySettings, flags: list[str]) -> 
     return defaults + flags
 
 
+def auth_env() -> dict[str, str]:
+    """Ray token authentication with the job's one shared token. `raycluster launch` ships it with the
+    code (never in hyperparameters or environment, which DescribeTrainingJob shows); the entry point
+    only names the file, so the token itself is never logged."""
+    path = Path(os.environ.get(AUTH_TOKEN_ENV) or SOURCE_DIR / AUTH_TOKEN_FILE)
+    if not path.is_file():
+        log.warning("no Ray auth token at %s: the cluster runs WITHOUT authentication", path)
+        return {}
+    return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(path)}
+
+
 def node_env(topology: Topology) -> dict[str, str]:
     env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(SOURCE_DIR), os.environ.get("PYTHONPATH")]))}
+    env.update(auth_env())
     env.update(collective_env(topology.network_interface, os.environ))
     env.update(gpu_network_env(topology.num_gpus, topology.network_interface, topology.instance_type,
                                efa_available() if topology.num_gpus else False, os.environ))
@@ -268,6 +282,8 @@ def main() -> int:
         topology = read_topology(os.environ)
         settings, flags = split_hyperparameters(topology.hyperparameters)
         job_script(settings)
+        # This process talks to the GCS and the Jobs API too: it needs the same credentials as the nodes.
+        os.environ.update(auth_env())
         log.info("host %s of %s; head %s; %d GPU(s), %d CPU(s)", topology.current_host, list(topology.hosts),
                  topology.head_host, topology.num_gpus, topology.num_cpus)
         if topology.is_head:

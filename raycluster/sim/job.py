@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -23,7 +24,7 @@ SOURCE_DIR = Path(__file__).resolve().parents[2]
 OPT_ML = Path("/opt/ml")
 # SageMaker sends SIGKILL this long after SIGTERM.
 KILL_AFTER_S = 120
-PASSED_ENV = ("PATH", "LANG", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH", "HF_HUB_OFFLINE", "WANDB_MODE")
+PASSED_ENV = ("PATH", "LANG", "HF_HUB_OFFLINE", "WANDB_MODE")
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,11 @@ def lay_out_opt_ml(spec: SimSpec, host: str) -> Path:
     (config / "inputdataconfig.json").write_text(json.dumps({name: {"TrainingInputMode": "File"} for name in spec.channels}))
     if spec.checkpoints is not None and not any((base / "checkpoints").iterdir()):
         shutil.copytree(spec.checkpoints, base / "checkpoints", dirs_exist_ok=True, symlinks=True)
+    # The job's shared Ray auth token, where every simulated host finds it (`raycluster launch` ships it
+    # with the code instead).
+    token = config / "raycluster_auth_token"
+    token.write_text((spec.workdir / "auth_token").read_text())
+    token.chmod(0o600)
     for name, source in spec.channels.items():
         target = base / "input" / "data" / name
         if not target.exists():
@@ -76,6 +82,7 @@ def host_env(spec: SimSpec, host: str) -> dict[str, str]:
         "SM_HPS": json.dumps(spec.hyperparameters), "SM_NETWORK_INTERFACE_NAME": "eth0",
         "SM_CHANNELS": json.dumps(sorted(spec.channels)), "SM_MODEL_DIR": "/opt/ml/model",
         "SM_OUTPUT_DIR": "/opt/ml/output", "SM_OUTPUT_FAILURE": "/opt/ml/output/failure",
+        "RAYCLUSTER_AUTH_TOKEN_FILE": "/opt/ml/input/config/raycluster_auth_token",
     })
     for key, value in spec.hyperparameters.items():
         env[f"SM_HP_{key.upper().replace('-', '_').replace('.', '_')}"] = json.dumps(value)
@@ -147,6 +154,7 @@ def run_sim(spec: SimSpec, echo=print) -> dict:
     if spec.hosts < 1:
         raise UsageError(f"--hosts must be >= 1, got {spec.hosts}")
     spec.workdir.mkdir(parents=True, exist_ok=True)
+    (spec.workdir / "auth_token").write_text(secrets.token_hex(32))
     made_opt_ml = not OPT_ML.exists()
     OPT_ML.mkdir(parents=True, exist_ok=True)  # the mount point each host binds its own /opt/ml onto
     network = SimNetwork(host_names(spec.hosts))

@@ -1,0 +1,74 @@
+"""``raycluster up`` / ``down``: a local Ray head for the same jobs that run inside SageMaker, with token
+authentication on, stopped by its PID (never ``ray stop``)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import secrets
+import sys
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from raycluster.bootstrap import DASHBOARD_PORT, GCS_PORT, NodeSpec, RayNode, gcs_reachable, stop_node_process, wait_for
+from raycluster.errors import UsageError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_STATE_DIR = Path.home() / ".raycluster" / "local"
+
+
+@dataclass(frozen=True)
+class LocalCluster:
+    pid: int
+    address: str
+    dashboard_url: str
+    token_path: str
+    temp_dir: str
+
+    def client_env(self) -> dict[str, str]:
+        """What a shell, a driver or `ray job submit` needs to be let in."""
+        return {"RAY_ADDRESS": self.dashboard_url, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": self.token_path}
+
+
+def state_file(state_dir: Path) -> Path:
+    return state_dir / "cluster.json"
+
+
+def up(state_dir: Path, num_cpus: int | None, num_gpus: int, ip: str = "127.0.0.1") -> LocalCluster:
+    if state_file(state_dir).exists():
+        raise UsageError(f"a cluster started from {state_dir} is already up; `raycluster down` first")
+    state_dir.mkdir(parents=True, exist_ok=True)
+    token = state_dir / "auth_token"
+    if not token.exists():
+        token.write_text(secrets.token_hex(32))
+        token.chmod(0o600)
+    # Ray's socket paths live under its temp dir and may not exceed 107 bytes: keep it short.
+    temp_dir = Path(tempfile.gettempdir()) / f"raycluster-{hashlib.sha1(str(state_dir.resolve()).encode()).hexdigest()[:10]}"
+    spec = NodeSpec(ip=ip, num_cpus=num_cpus or os.cpu_count() or 1, num_gpus=num_gpus, temp_dir=temp_dir,
+                    dashboard_host=ip, env={"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token),
+                                            # `python` in a submitted job is this environment's python.
+                                            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"})
+    node = RayNode(spec)
+    # Up means both answer: the GCS (drivers, workers) and the dashboard (jobs, the browser).
+    ready = lambda: not node.alive() or (gcs_reachable(ip) and gcs_reachable(ip, DASHBOARD_PORT))  # noqa: E731
+    if not wait_for(ready, 90) or not node.alive():
+        node.stop()
+        raise UsageError(f"the Ray head did not start; see {spec.temp_dir}/ray-start.log")
+    cluster = LocalCluster(pid=node.process.pid, address=f"{ip}:{GCS_PORT}", dashboard_url=f"http://{ip}:{DASHBOARD_PORT}",
+                           token_path=str(token), temp_dir=str(spec.temp_dir))
+    state_file(state_dir).write_text(json.dumps(asdict(cluster), indent=2))
+    return cluster
+
+
+def down(state_dir: Path) -> LocalCluster:
+    path = state_file(state_dir)
+    if not path.exists():
+        raise UsageError(f"no cluster recorded in {state_dir}; nothing to stop")
+    cluster = LocalCluster(**json.loads(path.read_text()))
+    stop_node_process(cluster.pid)
+    path.unlink()
+    return cluster
