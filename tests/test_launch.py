@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import boto3
 import pytest
@@ -109,6 +110,13 @@ def test_submitted_job_runs_our_entry_point_in_command_mode(aws):
     status = subprocess.run([sys.executable, "-m", "raycluster", "status", job], cwd=REPO, env=aws,
                             capture_output=True, text=True, timeout=120)
     assert json.loads(status.stdout)["checkpoints"] == f"s3://{BUCKET}/ckpt"
+    # The dashboard: SSM port forwarding to algo-1, and the job's token kept on this machine only.
+    dashboard = subprocess.run([sys.executable, "-m", "raycluster", "dashboard", job, "--region=us-east-1",
+                                "--local-port=9000"], cwd=REPO, env=aws, capture_output=True, text=True, timeout=60)
+    assert f"--target sagemaker-training-job:{job}_algo-1 --document-name AWS-StartPortForwardingSession" in dashboard.stdout
+    assert '"localPortNumber": ["9000"]' in dashboard.stdout
+    kept = Path(os.environ["HOME"]) / ".raycluster" / "jobs" / job / "auth_token"
+    assert kept.stat().st_mode & 0o077 == 0 and kept.read_text() not in json.dumps(described, default=str)
 
 
 @pytest.mark.slow

@@ -9,6 +9,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from raycluster.launch.dashboard import keep_token
 from raycluster.launch.spec import LaunchSpec
 
 log = logging.getLogger(__name__)
@@ -112,7 +113,9 @@ def launch(spec: LaunchSpec, dry_run: bool = False, wait: bool = False) -> dict:
             raise _Captured
 
     with tempfile.TemporaryDirectory(prefix="raycluster-source-") as tmp:
-        trainer = build_trainer(spec, stage_source(spec, Path(tmp) / "source"))
+        source = stage_source(spec, Path(tmp) / "source")
+        token = (source / AUTH_TOKEN_PATH).read_text()
+        trainer = build_trainer(spec, source)
         trainer.sagemaker_session.boto_session.events.register(
             "provide-client-params.sagemaker.CreateTrainingJob", capture)
         try:
@@ -120,5 +123,7 @@ def launch(spec: LaunchSpec, dry_run: bool = False, wait: bool = False) -> dict:
                           wait=wait, logs=wait)
         except _Captured:
             pass
+    if not dry_run:
+        keep_token(captured["TrainingJobName"], token)  # for `raycluster dashboard` on this laptop
     log.info("%s training job %s", "would submit" if dry_run else "submitted", captured.get("TrainingJobName"))
     return json.loads(json.dumps(captured, default=str))

@@ -1,0 +1,44 @@
+"""Reaching a running job's Ray dashboard: SSM port forwarding to algo-1 (the launcher enables
+SageMaker remote debugging for it) and the job's token, kept on the laptop that launched it."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+JOBS_DIR = Path.home() / ".raycluster" / "jobs"
+DASHBOARD_PORT = 8265
+
+
+def token_path(job_name: str) -> Path:
+    return JOBS_DIR / job_name / "auth_token"
+
+
+def keep_token(job_name: str, token: str) -> Path:
+    path = token_path(job_name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(token)
+    path.chmod(0o600)
+    return path
+
+
+def port_forward_command(job_name: str, local_port: int, region: str | None) -> list[str]:
+    command = [
+        "aws", "ssm", "start-session", "--target", f"sagemaker-training-job:{job_name}_algo-1",
+        "--document-name", "AWS-StartPortForwardingSession",
+        "--parameters", json.dumps({"portNumber": [str(DASHBOARD_PORT)], "localPortNumber": [str(local_port)]}),
+    ]
+    return command + (["--region", region] if region else [])
+
+
+def instructions(job_name: str, local_port: int, region: str | None) -> str:
+    token = token_path(job_name)
+    where = (f"the token is in {token} (saved when you launched the job)" if token.exists() else
+             "the token is the file .raycluster/auth_token in the job's code channel (input/code in S3)")
+    return "\n".join([
+        shlex.join(port_forward_command(job_name, local_port, region)),
+        f"# then open http://localhost:{local_port} and sign in with the job's Ray token: {where}",
+        f"# submit your own job: RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={token} "
+        f"ray job submit --address http://localhost:{local_port} -- python jobs/cluster_info.py",
+    ])
