@@ -21,6 +21,8 @@ GCS_PORT = 6379
 DASHBOARD_PORT = 8265
 OUTCOME_KEY = b"raycluster:outcome"
 OUTCOME_NAMESPACE = b"raycluster"
+END_KEY = b"raycluster:end"
+"""Set by `jobs/end_cluster.py`: ends an interactive cluster before its time is up."""
 # Ray's default node-death detection takes ~30 s and a worker waits 60 s for a lost GCS: too slow for a
 # job that must fail fast with the host's name, so both are shortened on every node we start.
 FAST_FAILURE_ENV = {
@@ -147,9 +149,19 @@ class Gcs:
     def put_outcome(self, outcome: dict) -> None:
         self._client.internal_kv_put(OUTCOME_KEY, json.dumps(outcome).encode(), True, OUTCOME_NAMESPACE, timeout=5)
 
+    def end_requested(self, timeout: float = 5.0) -> bool:
+        return bool(self._client.internal_kv_get(END_KEY, OUTCOME_NAMESPACE, timeout=timeout))
+
     def outcome(self, timeout: float = 5.0) -> dict | None:
         raw = self._client.internal_kv_get(OUTCOME_KEY, OUTCOME_NAMESPACE, timeout=timeout)
         return json.loads(raw) if raw else None
+
+
+def request_end() -> None:
+    """From a driver connected to the cluster (a submitted job): ask the head to end an interactive cluster."""
+    from ray.experimental.internal_kv import _internal_kv_put
+
+    _internal_kv_put(END_KEY, b"1", overwrite=True, namespace=OUTCOME_NAMESPACE)
 
 
 def gcs_reachable(ip: str, port: int = GCS_PORT, timeout: float = 2.0) -> bool:

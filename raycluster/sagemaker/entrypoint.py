@@ -44,7 +44,12 @@ def write_failure(base: Path, reason: str) -> None:
     path.write_text(reason[:1024] + "\n")
 
 
-def job_script(settings: EntrySettings) -> Path:
+NO_JOB = "none"
+
+
+def job_script(settings: EntrySettings) -> Path | None:
+    if settings.job == NO_JOB:
+        return None
     script = SOURCE_DIR / settings.job
     if not script.is_file():
         raise UsageError(f"hyperparameter entry.job={settings.job}: no such Ray job script in the source directory {SOURCE_DIR}")
@@ -122,7 +127,15 @@ class Head:
             gcs = Gcs(f"{ip}:{GCS_PORT}")
             self._wait_for_hosts(gcs)
             log.info("cluster formed: %d nodes in %.1fs", len(self.ips), time.monotonic() - started)
-            code = self._run_job(gcs, job_script(self.settings), f"http://{ip}:{DASHBOARD_PORT}", started)
+            script, dashboard = job_script(self.settings), f"http://{ip}:{DASHBOARD_PORT}"
+            failure = None
+            try:
+                code = self._run_job(gcs, script, dashboard, started) if script else 0
+            except JobFailed as exc:
+                failure, code = exc, exc.code
+            self._stay_interactive(gcs, dashboard, failure)
+            if failure:
+                raise failure
             return code
         finally:
             if gcs is not None:
@@ -192,6 +205,27 @@ class Head:
         if outcome.status != "SUCCEEDED":
             raise JobFailed(outcome.exit_code or 1, f"job {outcome.status.lower()}: {job.failure_reason()}")
         return 0
+
+    def _stay_interactive(self, gcs: Gcs, dashboard: str, failure: Exception | None) -> None:
+        """Keep the cluster up for the user's own jobs, until the time is up, the user ends it
+        (`jobs/end_cluster.py`), or SIGTERM. A failed job's exit code still ends the SageMaker job."""
+        if self.settings.keep_alive_s <= 0:
+            return
+        log.info("interactive: the cluster stays up for %.0fs%s; dashboard %s (port 8265 on algo-1); end it with "
+                 "`ray job submit -- python jobs/end_cluster.py`", self.settings.keep_alive_s,
+                 f" after the failed job ({failure})" if failure else "", dashboard)
+        deadline = time.monotonic() + self.settings.keep_alive_s
+        while time.monotonic() < deadline and not self.stop.is_set():
+            try:
+                if gcs.end_requested(timeout=2):
+                    log.info("interactive: ended on request")
+                    return
+            except Exception:
+                pass
+            self.stop.wait(1)
+        if self.stop.is_set():
+            raise HostFailure("stopped by SIGTERM (job stopped or spot instance reclaimed)")
+        log.info("interactive: %.0fs are up; ending the cluster", self.settings.keep_alive_s)
 
     def _release_workers(self, gcs: Gcs, code: int) -> None:
         """Tell the workers the job is over and give them a moment to leave before the GCS goes away."""

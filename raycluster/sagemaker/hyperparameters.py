@@ -21,7 +21,11 @@ ENTRY_PREFIX = "entry."
 @dataclass(frozen=True)
 class EntrySettings:
     job: str = "jobs/train_lerobot.py"
-    """The Ray job script to run on the head, relative to the source directory."""
+    """The Ray job script to run on the head, relative to the source directory; ``none`` runs no job
+    (with ``keep_alive_s``: a cluster for your own jobs)."""
+    keep_alive_s: float = 0.0
+    """Interactive mode: after the job (or with no job) the cluster stays up this long, for your own Ray
+    jobs and the dashboard; ``jobs/end_cluster.py`` ends it earlier."""
     join_timeout_s: float = 300.0
     """Head: how long every host's Ray node may take to join."""
     head_wait_s: float = 300.0

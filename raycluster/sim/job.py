@@ -75,6 +75,8 @@ def lay_out_opt_ml(spec: SimSpec, host: str) -> Path:
 def host_env(spec: SimSpec, host: str) -> dict[str, str]:
     hosts = host_names(spec.hosts)
     env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
+    # The container's `python` is the one with Ray and LeRobot: a submitted job's `python` must be too.
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}"
     env.update({
         "HOME": "/tmp/home", "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(SOURCE_DIR),
         "SM_HOSTS": json.dumps(sorted(hosts)), "SM_CURRENT_HOST": host, "SM_CURRENT_HOST_RANK": str(hosts.index(host)),
@@ -109,6 +111,7 @@ class SimHost:
             start_new_session=True,
         )
         (self.dir / "host.pid").write_text(str(self.process.pid))
+        (self.dir / "netns").write_text(network.namespace(host))
         self._pump = threading.Thread(target=self._relay, args=(echo,), daemon=True)
         self._pump.start()
 
