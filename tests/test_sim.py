@@ -69,7 +69,8 @@ def assert_clean() -> None:
 
 @pytest.mark.parametrize("hosts", [2, 3])
 def test_simulated_job_trains_and_puts_the_model_on_the_head(dataset, tmp_path, hosts):
-    sim = start_sim(tmp_path, hosts, {**TINY_ACT_HPS, "steps": 4, "save_freq": 2, "log_freq": 2}, dataset)
+    hps = {**TINY_ACT_HPS, "steps": 4, "save_freq": 2, "log_freq": 2, "entry.preflight": hosts == 2}
+    sim = start_sim(tmp_path, hosts, hps, dataset)
     result = finish(sim, tmp_path)
     assert sim.returncode == 0
     assert result == {f"algo-{k}": {"exit_code": 0, "failure": None} for k in range(1, hosts + 1)}
@@ -79,6 +80,8 @@ def test_simulated_job_trains_and_puts_the_model_on_the_head(dataset, tmp_path, 
     assert summary["world_size"] == hosts and summary["final_step"] == 4 and summary["backend"] == "gloo"
     log = (tmp_path / "algo-1" / "log.txt").read_text()
     assert "cluster formed" in log
+    if hosts == 2:  # the preflight probe ran across both hosts before training
+        assert f"all-reduce across {hosts} workers, backend gloo" in log
     assert_clean()
 
 

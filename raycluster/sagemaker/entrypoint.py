@@ -45,6 +45,7 @@ def write_failure(base: Path, reason: str) -> None:
 
 
 NO_JOB = "none"
+PROBE_FLAGS = ("--cluster.num_workers", "--cluster.use_gpu", "--cluster.address", "--cluster.cpus_per_worker")
 
 
 def job_script(settings: EntrySettings) -> Path | None:
@@ -130,7 +131,11 @@ class Head:
             script, dashboard = job_script(self.settings), f"http://{ip}:{DASHBOARD_PORT}"
             failure = None
             try:
-                code = self._run_job(gcs, script, dashboard, started) if script else 0
+                flags = job_flags(self.topology, self.settings, self.flags)
+                if self.settings.preflight:
+                    probe_flags = [f for f in flags if f.startswith(PROBE_FLAGS)]
+                    self._run_job(gcs, SOURCE_DIR / "jobs" / "nccl_probe.py", dashboard, started, probe_flags)
+                code = self._run_job(gcs, script, dashboard, started, flags) if script else 0
             except JobFailed as exc:
                 failure, code = exc, exc.code
             self._stay_interactive(gcs, dashboard, failure)
@@ -164,8 +169,7 @@ class Head:
         except Exception:  # the GCS briefly refusing is not a verdict
             return set()
 
-    def _run_job(self, gcs: Gcs, script: Path, dashboard: str, started: float) -> int:
-        flags = job_flags(self.topology, self.settings, self.flags)
+    def _run_job(self, gcs: Gcs, script: Path, dashboard: str, started: float, flags: list[str]) -> int:
         job = SubmittedJob(dashboard, script, flags)
         expected = set(self.ips.values())
         reason, stop_deadline = None, None

@@ -35,6 +35,8 @@ class EntrySettings:
     stop_timeout_s: float = 60.0
     """On SIGTERM: how long the job gets to stop before its nodes are stopped regardless (SageMaker
     sends SIGKILL 120 s after SIGTERM)."""
+    preflight: bool = False
+    """Run jobs/nccl_probe.py (all-reduce across every worker, EFA or socket fallback) before the job."""
     head_trains: bool = True
     """False: the head's node offers no CPUs/GPUs to training, so every training worker (rank 0 too) runs
     on the other hosts; the head only coordinates (the driver and the checkpoint keeper need none)."""
