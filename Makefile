@@ -18,12 +18,14 @@ $(STAMP): pyproject.toml | sysdeps
 	$(VENV)/bin/pip install -q -e '.[test]'
 	touch $@
 
-# LeRobot decodes video with torchcodec, which needs the system FFmpeg libraries; without them every
-# process logs a long traceback and falls back to PyAV. Installed where apt and root are at hand.
+# System packages, where apt and root are at hand: the FFmpeg libraries LeRobot's video decoder
+# (torchcodec) loads (without them every process logs a long traceback and falls back to PyAV), iproute2
+# for `raycluster sim`, and Debian's chromium for the dashboard's browser test.
+SYSTEM_PACKAGES := libavcodec59 libavformat59 libavutil57 libswscale6 libswresample4 libavfilter8 libavdevice59 \
+	iproute2 util-linux chromium
 sysdeps:
-	@if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && ! dpkg -s libavutil57 >/dev/null 2>&1; then \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	    libavcodec59 libavformat59 libavutil57 libswscale6 libswresample4 libavfilter8 libavdevice59 >/dev/null; \
+	@if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && ! dpkg -s $(SYSTEM_PACKAGES) >/dev/null 2>&1; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SYSTEM_PACKAGES) >/dev/null; \
 	fi
 
 demo: venv
