@@ -48,14 +48,6 @@ class Topology:
         return self.current_host == self.head_host
 
     @property
-    def workers(self) -> tuple[str, ...]:
-        return tuple(h for h in self.hosts if h != self.head_host)
-
-    @property
-    def failure_file(self) -> Path:
-        return self.base / "output" / "failure"
-
-    @property
     def model_dir(self) -> Path:
         return self.base / "model"
 
