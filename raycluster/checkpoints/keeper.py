@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import tempfile
 import uuid
@@ -58,6 +59,20 @@ class CheckpointKeeper:
         if name.isdigit():
             self._retain()
         return name
+
+    def node_id(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
+    def adopt(self, token: str, source: str, manifest: dict[str, dict]) -> None:
+        """Rank 0 on this node: take its files directly, hard-linked where the filesystem allows (LeRobot
+        never rewrites a saved checkpoint), so nothing is copied through Ray."""
+        for relpath in manifest:
+            target = self.staging / token / relpath
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(Path(source) / relpath, target)
+            except OSError:
+                shutil.copy2(Path(source) / relpath, target)
 
     def abort(self, token: str) -> None:
         shutil.rmtree(self.staging / token, ignore_errors=True)

@@ -17,11 +17,15 @@ log = logging.getLogger(__name__)
 
 
 def send_directory(keeper, source: Path, name: str) -> str:
-    """Stream ``source`` to the keeper and publish it as ``name``; on any error nothing is published."""
+    """Hand ``source`` to the keeper and publish it as ``name``: directly when both are on one node, else
+    streamed through Ray in bounded chunks. On any error nothing is published."""
     source = Path(source).resolve()
     manifest = manifest_of(source)
     token = ray.get(keeper.begin.remote())
     try:
+        if ray.get(keeper.node_id.remote()) == ray.get_runtime_context().get_node_id():
+            ray.get(keeper.adopt.remote(token, str(source), manifest))
+            return ray.get(keeper.commit.remote(token, name, manifest))
         for relpath in manifest:
             with (source / relpath).open("rb") as f:
                 offset, chunk = 0, f.read(CHUNK)
