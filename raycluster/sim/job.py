@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from raycluster.errors import UsageError
+from raycluster.sagemaker.entrypoint import SCRATCH
 from raycluster.sim.network import SimNetwork
 
 log = logging.getLogger(__name__)
@@ -78,7 +79,8 @@ def host_env(spec: SimSpec, host: str) -> dict[str, str]:
     # The container's `python` is the one with Ray and LeRobot: a submitted job's `python` must be too.
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}"
     env.update({
-        "HOME": "/tmp/home", "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(SOURCE_DIR),
+        "HOME": str(spec.workdir / host / "home"), "TMPDIR": str(SCRATCH / "tmp"),
+        "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(SOURCE_DIR),
         "SM_HOSTS": json.dumps(sorted(hosts)), "SM_CURRENT_HOST": host, "SM_CURRENT_HOST_RANK": str(hosts.index(host)),
         "SM_HOST_COUNT": str(len(hosts)), "SM_NUM_GPUS": "0", "SM_NUM_CPUS": str(spec.cpus_per_host),
         "SM_HPS": json.dumps(spec.hyperparameters), "SM_NETWORK_INTERFACE_NAME": "eth0",
@@ -98,11 +100,13 @@ class SimHost:
         self.host = host
         self.dir = spec.workdir / host
         base = lay_out_opt_ml(spec, host)
-        tmp = self.dir / "tmp"
-        (tmp / "home").mkdir(parents=True, exist_ok=True)
-        # Inside the host: its own /opt/ml and /tmp, a hostname that is not algo-N (as under SageMaker's
-        # v3 driver), and the entry point as PID 1 of its own PID namespace.
-        script = (f"mount --bind {base} {OPT_ML} && mount --bind {tmp} /tmp && hostname ip-{host} && "
+        scratch = self.dir / "scratch"
+        (scratch / "tmp").mkdir(parents=True, exist_ok=True)
+        (self.dir / "home").mkdir(parents=True, exist_ok=True)
+        # Inside the host: its own /opt/ml and node-local scratch (Ray's temp dir, LeRobot's output dir), a
+        # hostname that is not algo-N (as under SageMaker's v3 driver), and the entry point as PID 1 of its
+        # own PID namespace. /tmp itself stays shared: the source tree may live there.
+        script = (f"mount --bind {base} {OPT_ML} && mount --bind {scratch} {SCRATCH} && hostname ip-{host} && "
                   f"cd {SOURCE_DIR} && exec {sys.executable} -u -m entry")
         self.process = subprocess.Popen(
             ["ip", "netns", "exec", network.namespace(host), "unshare", "--pid", "--fork", "--mount-proc",
@@ -159,7 +163,8 @@ def run_sim(spec: SimSpec, echo=print) -> dict:
     spec.workdir.mkdir(parents=True, exist_ok=True)
     (spec.workdir / "auth_token").write_text(secrets.token_hex(32))
     made_opt_ml = not OPT_ML.exists()
-    OPT_ML.mkdir(parents=True, exist_ok=True)  # the mount point each host binds its own /opt/ml onto
+    OPT_ML.mkdir(parents=True, exist_ok=True)  # the mount points each host binds its own directories onto
+    SCRATCH.mkdir(parents=True, exist_ok=True)
     network = SimNetwork(host_names(spec.hosts))
     hosts: list[SimHost] = []
     stopping = threading.Event()
