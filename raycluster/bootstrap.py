@@ -1,5 +1,5 @@
 """Ray nodes of a multi-host cluster: started with ``ray start --block`` as child processes, stopped by
-their PID (never ``ray stop``, which kills every Ray process on the machine, other clusters' too)."""
+their PID (never by name: Ray's own stop command kills every Ray process on the machine, other clusters' too)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``raycluster up`` / ``down``: a local Ray head for the same jobs that run inside SageMaker, with token
-authentication on, stopped by its PID (never ``ray stop``)."""
+authentication on, stopped by its PID (never by name, which would stop other clusters too)."""
 
 from __future__ import annotations
 
