@@ -101,7 +101,7 @@ class S3Store:
             raise ValueError(f"{url!r} is not s3://bucket/prefix")
         self.url, self.bucket, self.prefix = url, bucket, prefix.strip("/")
         self.s3 = client or boto3.client("s3")
-        self._cache = Path(tempfile.mkdtemp(prefix="raycluster-s3-"))
+        self._cache: Path | None = None  # made on the first download: most stores (the driver's) never need it
 
     def _key(self, *parts: str) -> str:
         return "/".join(p for p in (self.prefix, *parts) if p)
@@ -160,6 +160,7 @@ class S3Store:
 
     def local_copy(self, name: str) -> Path:
         """Downloaded once into a cache on the keeper's node; checked against the manifest."""
+        self._cache = self._cache or Path(tempfile.mkdtemp(prefix="raycluster-s3-"))
         target = self._cache / name
         if target.exists() and problems(target, self._manifest(name)) is None:
             return target

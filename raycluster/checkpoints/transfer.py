@@ -73,7 +73,6 @@ class Shipper:
         self._busy = False
         self._cond = threading.Condition()
         self.skipped: list[str] = []
-        self.failures: list[str] = []
         threading.Thread(target=self._run, name="checkpoint-shipper", daemon=True).start()
 
     def submit(self, checkpoint_dir: Path) -> None:
@@ -94,7 +93,6 @@ class Shipper:
             try:
                 send_directory(self.keeper, source, source.name)
             except Exception as exc:  # an upload failure must not stop training; the next save retries
-                self.failures.append(f"{source.name}: {exc}")
                 log.error("upload of checkpoint %s failed: %s", source.name, exc)
             with self._cond:
                 self._busy = False

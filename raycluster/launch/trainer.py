@@ -30,8 +30,7 @@ def stage_source(spec: LaunchSpec, into: Path) -> Path:
         shutil.copytree(SOURCE_DIR / package, into / package, ignore=ignore)
     for extra in spec.include:
         shutil.copy2(extra, into / "jobs" / Path(extra).name)
-    torch_release = spec.framework_version
-    (into / "constraints.txt").write_text(f"torch=={torch_release}.*\n")
+    (into / "constraints.txt").write_text(f"torch=={spec.framework_version}.*\n")
     (into / "requirements.txt").write_text("-c constraints.txt\n" + "\n".join(REQUIREMENTS) + "\n")
     # One Ray auth token for every host of this job: it travels with the code (readable by whoever can
     # read the job's code in S3, and by the job's role), never in hyperparameters or environment, which
