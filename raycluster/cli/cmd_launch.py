@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
+from pathlib import Path
 
 from raycluster.errors import UsageError
 
@@ -33,14 +35,15 @@ def register(verbs) -> None:
     parser.add_argument("--subnet", action="append", default=[])
     parser.add_argument("--security-group", action="append", default=[])
     parser.add_argument("--include", action="append", default=[], metavar="SCRIPT", help="your own Ray job script, staged into jobs/")
-    parser.add_argument("--dry-run", action="store_true", help="print the CreateTrainingJob request as JSON; submit nothing")
+    parser.add_argument("--dry-run", action="store_true", help="print the CreateTrainingJob request as JSON (and, on stderr, the code channel's files); "
+                        "no network, no credentials, nothing uploaded")
     parser.add_argument("--wait", action="store_true", help="follow the job until it ends; exit with its outcome")
     parser.set_defaults(run=run, flags=[])
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        from raycluster.launch.trainer import launch
+        from raycluster.launch.trainer import launch, stage
     except ImportError as exc:
         raise UsageError(f"the launcher needs the SageMaker SDK: pip install 'raycluster[launch]' ({exc})") from None
     from raycluster.launch.spec import LaunchSpec
@@ -60,11 +63,15 @@ def run(args: argparse.Namespace) -> int:
         subnets=tuple(args.subnet), security_groups=tuple(args.security_group), include=tuple(args.include),
         flags=tuple(args.flags),
     )
-    request = launch(spec, dry_run=args.dry_run, wait=args.wait)
     if args.dry_run:
-        json.dump(request, sys.stdout, indent=2)
-        print()
+        with tempfile.TemporaryDirectory(prefix="raycluster-dry-run-") as tmp:
+            staged = stage(spec, Path(tmp))
+            json.dump(staged.request, sys.stdout, indent=2)
+            print()
+            print("the code channel would hold:\n  " + "\n  ".join(staged.code_files())
+                  + "\n  (and the job's Ray auth token, .raycluster/auth_token)", file=sys.stderr)
         return 0
+    request = launch(spec, wait=args.wait)
     job = request["TrainingJobName"]
     print(f"submitted {job}; follow it with: raycluster status {job}" + (f" --region {args.region}" if args.region else ""))
     if args.wait:

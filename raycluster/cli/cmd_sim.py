@@ -1,23 +1,32 @@
-"""``raycluster sim``: run a whole SageMaker-shaped job on this machine, one network namespace per host."""
+"""``raycluster sim``: run a whole SageMaker training job on this machine, one network namespace per host,
+through the SageMaker SDK's own container driver."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 from pathlib import Path
 
 from raycluster.errors import UsageError
 
+SIM_ROLE = "arn:aws:iam::123456789012:role/raycluster-sim"
+SIM_INSTANCE_TYPE = "ml.c5.xlarge"
+
 
 def register(verbs) -> None:
-    parser = verbs.add_parser("sim", help="simulate a SageMaker training job on this machine (root)")
+    parser = verbs.add_parser("sim", help="simulate a SageMaker training job on this machine (root)",
+                              description="The SageMaker SDK stages the job's channels (code, sm_drivers) on "
+                              "this machine; each host runs the request's container command (the SDK's sm_train.sh) "
+                              "as PID 1 in its own network and PID namespace.")
     parser.add_argument("--hosts", type=int, help="default: the request's InstanceCount")
     parser.add_argument("--workdir", type=Path, required=True, help="each host's /opt/ml goes to WORKDIR/algo-K/opt/ml")
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--hyperparameters", type=Path, help="JSON object, as SageMaker's driver hands them over")
+    source.add_argument("--hyperparameters", type=Path,
+                        help="JSON object of hyperparameters, sent as a ModelTrainer sends them (strings as they are, "
+                        "other values as JSON); keys as SageMaker's driver needs them (policy__type, not policy.type)")
     source.add_argument("--request", type=Path, help="a CreateTrainingJob request (`raycluster launch --dry-run`)")
     parser.add_argument("--channel", action="append", default=[], metavar="NAME=PATH", help="an input channel")
-    parser.add_argument("--cpus-per-host", type=int, default=1)
     parser.add_argument("--checkpoints", type=Path, help="pre-fill every host's /opt/ml/checkpoints from this "
                         "directory, as SageMaker does when it restarts a job (resume test)")
     parser.set_defaults(run=run)
@@ -33,26 +42,38 @@ def parse_channels(values: list[str]) -> dict[str, Path]:
     return channels
 
 
-def run(args: argparse.Namespace) -> int:
-    from raycluster.sim.job import SimSpec, run_sim
+def local_torch_release() -> str:
+    """The simulated image is this machine's Python: its torch stands for the DLC's."""
+    import importlib.metadata
 
-    from raycluster.sagemaker.hyperparameters import decode_like_sagemaker
+    return ".".join(importlib.metadata.version("torch").split(".")[:2])
+
+
+def run(args: argparse.Namespace) -> int:
+    from raycluster.launch.spec import LaunchSpec
+    from raycluster.launch.trainer import Staged, stage
+    from raycluster.sim.job import SimSpec, run_sim
 
     path = args.hyperparameters or args.request
     try:
         document = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise UsageError(f"{path}: not a readable JSON object ({exc})") from None
-    if args.request:
-        hps = decode_like_sagemaker(document.get("HyperParameters", {}))
-        hosts = args.hosts or document["ResourceConfig"]["InstanceCount"]
-    else:
-        hps, hosts = document, args.hosts
+    if not isinstance(document, dict):
+        raise UsageError(f"{path}: expected a JSON object")
+    hosts = args.hosts or (document.get("ResourceConfig", {}).get("InstanceCount") if args.request else None)
     if not hosts:
         raise UsageError("--hosts is required with --hyperparameters")
-    spec = SimSpec(hosts=hosts, workdir=args.workdir.resolve(), hyperparameters=hps,
-                   channels=parse_channels(args.channel), cpus_per_host=args.cpus_per_host,
-                   checkpoints=args.checkpoints.resolve() if args.checkpoints else None)
-    result = run_sim(spec)
+    spec = LaunchSpec(instance_type=SIM_INSTANCE_TYPE, role=SIM_ROLE, instance_count=hosts, region="us-east-1",
+                      framework_version=local_torch_release(), image_uri="raycluster-sim:local",
+                      raw_hyperparameters={} if args.request else document)
+    workdir = args.workdir.resolve()
+    with tempfile.TemporaryDirectory(prefix="raycluster-sim-stage-") as tmp:
+        staged = stage(spec, Path(tmp))
+        if args.request:
+            # The request as given (it may have been edited); the channels as the SDK stages them here.
+            staged = Staged(document, staged.code, staged.drivers)
+        result = run_sim(SimSpec(hosts=hosts, workdir=workdir, staged=staged, channels=parse_channels(args.channel),
+                                 checkpoints=args.checkpoints.resolve() if args.checkpoints else None))
     print(json.dumps(result, indent=2))
     return max((h["exit_code"] for h in result["hosts"].values()), key=abs, default=0) and 1

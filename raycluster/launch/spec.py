@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from raycluster.errors import UsageError
+from raycluster.launch.requirements import DLC_PYTHON, torch_release
 from raycluster.sagemaker.hyperparameters import to_hyperparameters
 
 INSTANCE_TYPE = re.compile(r"^ml\.[a-z][a-z0-9]*(-[a-z0-9]+)*\.[a-z0-9]+$")
@@ -35,7 +37,10 @@ class LaunchSpec:
     include: tuple[str, ...] = ()
     """Extra files (user job scripts) staged into jobs/."""
     flags: tuple[str, ...] = ()
-    """``--cluster.*`` and LeRobot flags; they travel as hyperparameters."""
+    """``--cluster.*``, ``--entry.*`` and LeRobot flags; they travel as hyperparameters (``group__field``)."""
+    raw_hyperparameters: dict[str, Any] = field(default_factory=dict)
+    """Sent as given, unchecked, after the flags: what a user's own ``ModelTrainer`` would send
+    (``raycluster sim --hyperparameters``)."""
 
     def check(self) -> None:
         if not INSTANCE_TYPE.match(self.instance_type):
@@ -57,11 +62,13 @@ class LaunchSpec:
             value = getattr(self, name)
             if value and not S3_URI.match(value):
                 raise UsageError(f"--{name.replace('_', '-')} {value!r} is not an s3://bucket/prefix URI")
-        for key, value in self.hyperparameters.items():
-            # SageMaker's driver `source`s the hyperparameters as shell: a quote ends the job before our code runs.
-            if "'" in key or "'" in value:
-                raise UsageError(f"hyperparameter {key}={value!r}: a ' breaks SageMaker's driver; remove it")
+        if not self.image_uri and self.py_version != DLC_PYTHON:
+            raise UsageError(f"--py-version {self.py_version}: LeRobot needs Python 3.12, so {DLC_PYTHON} "
+                             "(or --image-uri for your own image)")
+        if not self.image_uri:
+            torch_release(self.framework_version)
+        to_hyperparameters(list(self.flags))  # refuses, before any upload, what SageMaker's driver cannot carry
 
     @property
-    def hyperparameters(self) -> dict[str, str]:
-        return to_hyperparameters(list(self.flags))
+    def hyperparameters(self) -> dict[str, Any]:
+        return {**to_hyperparameters(list(self.flags)), **self.raw_hyperparameters}

@@ -1,44 +1,55 @@
-"""The SageMaker training job itself, built with the SageMaker Python SDK v3 (``ModelTrainer``)."""
+"""The SageMaker training job itself, built with the SageMaker Python SDK v3 (``ModelTrainer``).
+
+The SDK stages two channels: ``code`` (our source directory) and ``sm_drivers`` (its own container
+driver, ``sm_train.sh`` + ``scripts/``, which runs our command). ``stage`` has the SDK do that on this
+machine without any AWS call: the dry run prints what it made, and ``raycluster sim`` runs it.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import secrets
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
+from raycluster.errors import UsageError
 from raycluster.launch.dashboard import keep_token
+from raycluster.launch.requirements import constraints, requirements
 from raycluster.launch.spec import LaunchSpec
 
 log = logging.getLogger(__name__)
 
 SOURCE_DIR = Path(__file__).resolve().parents[2]
-# Ray and LeRobot for the container. Never torch: the DLC's torch is built for its CUDA, NCCL and EFA,
-# so the constraint pins it to the DLC's own release and pip leaves it alone.
-REQUIREMENTS = ["ray[train,default]==2.60.0", "lerobot[training]==0.6.1", "accelerate>=1.10,<2", "boto3>=1.34"]
 # Command mode: SageMaker's v3 driver execs this, so SIGTERM reaches the entry point.
 COMMAND = "exec python -u -m entry"
 AUTH_TOKEN_PATH = ".raycluster/auth_token"
+VALIDATE_ROLE = "SAGEMAKER_VALIDATE_ROLE"
+
+
+class LaunchError(UsageError):
+    """AWS refused or could not be reached; the message says what to fix."""
 
 
 def stage_source(spec: LaunchSpec, into: Path) -> Path:
-    """The uploaded source directory: entry/, raycluster/, jobs/ (+ the user's scripts), requirements."""
+    """The code channel: entry/, raycluster/, jobs/ (+ the user's scripts), requirements, the job's token."""
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     for package in ("entry", "raycluster", "jobs"):
         shutil.copytree(SOURCE_DIR / package, into / package, ignore=ignore)
     for extra in spec.include:
         shutil.copy2(extra, into / "jobs" / Path(extra).name)
-    (into / "constraints.txt").write_text(f"torch=={spec.framework_version}.*\n")
-    (into / "requirements.txt").write_text("-c constraints.txt\n" + "\n".join(REQUIREMENTS) + "\n")
+    (into / "constraints.txt").write_text("\n".join(constraints(spec.framework_version)) + "\n")
+    (into / "requirements.txt").write_text("-c constraints.txt\n" + "\n".join(requirements()) + "\n")
     # One Ray auth token for every host of this job: it travels with the code (readable by whoever can
     # read the job's code in S3, and by the job's role), never in hyperparameters or environment, which
     # DescribeTrainingJob shows.
     token = into / AUTH_TOKEN_PATH
     token.parent.mkdir()
+    token.touch(mode=0o600)
     token.write_text(secrets.token_hex(32))
-    token.chmod(0o600)
     return into
 
 
@@ -51,23 +62,22 @@ def image_uri(spec: LaunchSpec, region: str) -> str:
                                py_version=spec.py_version, instance_type=spec.instance_type, image_scope="training")
 
 
-def build_trainer(spec: LaunchSpec, source: Path):
-    import boto3
-    from sagemaker.core.helper.session_helper import Session
+def code_bucket(spec: LaunchSpec) -> str | None:
+    """The code goes to the bucket the job already writes to; the SDK's default bucket would need STS."""
+    return next((uri.removeprefix("s3://").split("/")[0] for uri in (spec.output_s3, spec.checkpoint_s3) if uri), None)
+
+
+def build_trainer(spec: LaunchSpec, source: Path, session):
     from sagemaker.core.training.configs import (
         CheckpointConfig, Compute, Networking, OutputDataConfig, RemoteDebugConfig, SourceCode, StoppingCondition, Tag,
     )
     from sagemaker.train import ModelTrainer
 
-    boto_session = boto3.Session(region_name=spec.region) if spec.region else boto3.Session()
-    region = boto_session.region_name
-    # The code goes to the bucket the job already writes to; the SDK's default bucket would need STS.
-    code_bucket = next((uri.removeprefix("s3://").split("/")[0] for uri in (spec.output_s3, spec.checkpoint_s3) if uri), None)
     trainer = ModelTrainer(
-        sagemaker_session=Session(boto_session=boto_session, default_bucket=code_bucket),
+        sagemaker_session=session,
         role=spec.role,
         base_job_name=spec.base_job_name,
-        training_image=image_uri(spec, region),
+        training_image=image_uri(spec, session.boto_session.region_name),
         source_code=SourceCode(source_dir=str(source), requirements="requirements.txt", command=COMMAND),
         compute=Compute(instance_type=spec.instance_type, instance_count=spec.instance_count,
                         enable_managed_spot_training=spec.spot or None),
@@ -96,33 +106,130 @@ def dataset_channel(spec: LaunchSpec):
     )
 
 
-class _Captured(Exception):
+def _session(spec: LaunchSpec, offline: bool):
+    """A SageMaker session that records where it uploads (to undo a failed launch) or, offline, answers
+    every upload with the S3 URI it would have had and refuses every AWS call before it is signed."""
+    import boto3
+    from sagemaker.core.helper.session_helper import Session
+
+    boto_session = boto3.Session(region_name=spec.region) if spec.region else boto3.Session()
+    if not boto_session.region_name:
+        raise UsageError("no AWS region: pass --region (or set AWS_DEFAULT_REGION)")
+    bucket = code_bucket(spec) or ("raycluster-dry-run" if offline else None)
+
+    class StagingSession(Session):
+        uploads: list[str] = []
+
+        def upload_data(self, path, bucket=None, key_prefix="data", callback=None, extra_args=None):
+            uri = f"s3://{bucket or self.default_bucket()}/{key_prefix}"
+            self.uploads.append(uri)
+            if offline:
+                return uri
+            return super().upload_data(path, bucket, key_prefix, callback, extra_args)
+
+        def default_bucket(self):
+            return bucket if offline else super().default_bucket()
+
+    if offline:
+        def refuse(event_name, **_):
+            raise _Offline(event_name)
+
+        # Whatever else the SDK tries (its check of the role among them) stops here, unsent.
+        boto_session.events.register("before-parameter-build", refuse)
+    session = StagingSession(boto_session=boto_session, default_bucket=bucket)
+    session.uploads = []
+    return session
+
+
+class _Offline(Exception):
     pass
 
 
-def launch(spec: LaunchSpec, dry_run: bool = False, wait: bool = False) -> dict:
-    """Submit the job (or, with ``dry_run``, stop right before submitting) and return the exact
-    CreateTrainingJob request, as botocore was about to send it."""
+@dataclass(frozen=True)
+class Staged:
+    """What SageMaker would get: the CreateTrainingJob request and the two channels the SDK makes."""
+
+    request: dict
+    code: Path
+    drivers: Path
+
+    def code_files(self) -> list[str]:
+        return sorted(str(p.relative_to(self.code)) for p in self.code.rglob("*")
+                      if p.is_file() and str(p.relative_to(self.code)) != AUTH_TOKEN_PATH)
+
+
+def stage(spec: LaunchSpec, into: Path) -> Staged:
+    """The SDK's own request and channels, made here with no network and no credentials."""
+    spec.check()
+    source = stage_source(spec, into / "code")
+    # The SDK's own switch for its IAM check of the role; the session refuses any AWS call anyway.
+    saved = os.environ.get(VALIDATE_ROLE)
+    os.environ[VALIDATE_ROLE] = "false"
+    try:
+        trainer = build_trainer(spec, source, _session(spec, offline=True))
+    finally:
+        if saved is None:
+            os.environ.pop(VALIDATE_ROLE)
+        else:
+            os.environ[VALIDATE_ROLE] = saved
+    request = trainer._create_training_job_args(
+        input_data_config=[dataset_channel(spec)] if spec.dataset_s3 else None, boto3=True)
+    drivers = into / "sm_drivers"
+    shutil.copytree(trainer._temp_code_dir.name, drivers)
+    return Staged(json.loads(json.dumps(request, default=str)), source, drivers)
+
+
+def launch(spec: LaunchSpec, wait: bool = False) -> dict:
+    """Submit the job and return the exact CreateTrainingJob request, as botocore sent it."""
     spec.check()
     captured: dict = {}
-
-    def capture(params, **_):
-        captured.update(params)
-        if dry_run:
-            raise _Captured
-
     with tempfile.TemporaryDirectory(prefix="raycluster-source-") as tmp:
         source = stage_source(spec, Path(tmp) / "source")
         token = (source / AUTH_TOKEN_PATH).read_text()
-        trainer = build_trainer(spec, source)
-        trainer.sagemaker_session.boto_session.events.register(
-            "provide-client-params.sagemaker.CreateTrainingJob", capture)
+        session = _session(spec, offline=False)
+        trainer = build_trainer(spec, source, session)
+        events = session.boto_session.events
+        events.register("provide-client-params.sagemaker.CreateTrainingJob", lambda params, **_: captured.update(params))
+        # The token is kept for `raycluster dashboard` as soon as the job exists, not when it ends.
+        events.register("after-call.sagemaker.CreateTrainingJob",
+                        lambda **_: keep_token(captured["TrainingJobName"], token))
+        created = []
+        events.register("after-call.sagemaker.CreateTrainingJob", lambda **_: created.append(True))
         try:
             trainer.train(input_data_config=[dataset_channel(spec)] if spec.dataset_s3 else None,
                           wait=wait, logs=wait)
-        except _Captured:
-            pass
-    if not dry_run:
-        keep_token(captured["TrainingJobName"], token)  # for `raycluster dashboard` on this laptop
-    log.info("%s training job %s", "would submit" if dry_run else "submitted", captured.get("TrainingJobName"))
+        except Exception as exc:
+            if not created:
+                _remove_uploads(session)
+            raise LaunchError(f"launch failed: {one_line(exc)}") from None
+    log.info("submitted training job %s", captured.get("TrainingJobName"))
     return json.loads(json.dumps(captured, default=str))
+
+
+def one_line(exc: Exception) -> str:
+    """AWS's own words, with the fix for the failures a first launch meets."""
+    from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
+
+    if isinstance(exc, NoCredentialsError):
+        return "no AWS credentials; run `aws configure` (or `aws sso login`) or set AWS_PROFILE"
+    if isinstance(exc, EndpointConnectionError):
+        return f"cannot reach AWS ({exc}); check the network, --region and AWS_ENDPOINT_URL"
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        return f"{exc.operation_name}: {error.get('Code')}: {error.get('Message')}"
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[-1] if text else ''}"
+
+
+def _remove_uploads(session) -> None:
+    """A launch that created no job leaves nothing behind in S3."""
+    s3 = session.boto_session.client("s3")
+    for uri in session.uploads:
+        bucket, _, prefix = uri.removeprefix("s3://").partition("/")
+        try:
+            for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/"):
+                keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+                if keys:
+                    s3.delete_objects(Bucket=bucket, Delete={"Objects": keys})
+        except Exception as exc:  # the launch already failed; say what is left rather than hide it
+            log.warning("could not remove %s after the failed launch: %s", uri, exc)

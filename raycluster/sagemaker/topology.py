@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from raycluster.errors import UsageError
+from raycluster.sagemaker.hyperparameters import flag_name, value_text
 
 BASE_ENV = "RAYCLUSTER_SM_BASE"
 """Overrides ``/opt/ml`` (tests and ``raycluster sim`` give each simulated host its own)."""
@@ -132,12 +133,13 @@ def read_topology(env: Mapping[str, str]) -> Topology:
         raise UsageError(f"SM_CURRENT_HOST={current} is not in SM_HOSTS {list(hosts)}")
     num_gpus = _count(env, "SM_NUM_GPUS", 0)
     num_cpus = _count(env, "SM_NUM_CPUS", 1)
-    hps = _json(env.get("SM_HPS", "{}"), "SM_HPS", "expected a JSON object of hyperparameters")
-    if not isinstance(hps, dict):
-        raise UsageError(f"SM_HPS must be a JSON object, got {type(hps).__name__}")
+    decoded = _json(env.get("SM_HPS", "{}"), "SM_HPS", "expected a JSON object of hyperparameters")
+    if not isinstance(decoded, dict):
+        raise UsageError(f"SM_HPS must be a JSON object, got {type(decoded).__name__}")
 
     resources = _config_file(base, "resourceconfig.json", required=True)
-    _config_file(base, "hyperparameters.json", required=True)
+    # The values as sent, not as SM_HPS holds them (JSON-decoded: "[32, 64]" would come back "[32,64]").
+    hps = _config_file(base, "hyperparameters.json", required=True)
     _config_file(base, "inputdataconfig.json", required=False)
     if sorted(resources.get("hosts", []), key=host_order) != list(hosts):
         raise UsageError(f"resourceconfig.json hosts {resources.get('hosts')} differ from SM_HOSTS {list(hosts)}")
@@ -148,8 +150,8 @@ def read_topology(env: Mapping[str, str]) -> Topology:
         for g in resources.get("instance_groups") or []
         if isinstance(g, dict) and "instance_group_name" in g
     }
-    head_group = hps.get("entry.head_group")
-    if head_group is not None:
+    head_group = next((value_text(v) for k, v in hps.items() if flag_name(k) == "entry.head_group"), None)
+    if head_group not in (None, "", "null"):
         if head_group not in groups or not groups[head_group]:
             raise UsageError(f"hyperparameter entry.head_group={head_group!r} names no instance group with hosts; groups: {sorted(groups)}")
         head = groups[head_group][0]

@@ -1,11 +1,12 @@
-"""Run the entry point on every simulated host exactly as SageMaker's container would."""
+"""Run a training job on simulated hosts as SageMaker would: each host gets the channels and config files
+the service lays out, and runs the request's container command (the SDK's own ``sm_train.sh``) as PID 1."""
 
 from __future__ import annotations
 
 import json
 import logging
 import os
-import secrets
+import shlex
 import shutil
 import signal
 import subprocess
@@ -16,12 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from raycluster.errors import UsageError
+from raycluster.launch.trainer import Staged
 from raycluster.sagemaker.entrypoint import SCRATCH
 from raycluster.sim.network import SimNetwork
 
 log = logging.getLogger(__name__)
 
-SOURCE_DIR = Path(__file__).resolve().parents[2]
 OPT_ML = Path("/opt/ml")
 # SageMaker sends SIGKILL this long after SIGTERM.
 KILL_AFTER_S = 120
@@ -32,67 +33,77 @@ PASSED_ENV = ("PATH", "LANG", "HF_HUB_OFFLINE", "WANDB_MODE")
 class SimSpec:
     hosts: int
     workdir: Path
-    hyperparameters: dict
+    staged: Staged
+    """The CreateTrainingJob request and the ``code`` and ``sm_drivers`` channels the SageMaker SDK made."""
     channels: dict[str, Path]
-    cpus_per_host: int = 1
+    """Data channels, by name, from local directories (the request's S3 channels cannot be fetched here)."""
     checkpoints: Path | None = None
     """Copied into every host's /opt/ml/checkpoints first, as SageMaker restores them for a restarted job."""
-    instance_type: str = "ml.c5.xlarge"
 
 
 def host_names(n: int) -> list[str]:
     return [f"algo-{k}" for k in range(1, n + 1)]
 
 
+def input_channels(spec: SimSpec) -> dict[str, dict]:
+    """inputdataconfig.json as the service writes it: every channel of the request, and the local ones."""
+    request_channels = {c["ChannelName"]: c for c in spec.staged.request.get("InputDataConfig") or []}
+    missing = set(request_channels) - {"code", "sm_drivers"} - set(spec.channels)
+    if missing:
+        raise UsageError(f"the request has channel(s) {', '.join(sorted(missing))}: give each as --channel NAME=PATH")
+    names = list(request_channels) + [name for name in spec.channels if name not in request_channels]
+    return {name: {"TrainingInputMode": request_channels.get(name, {}).get("InputMode", "File"),
+                   "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"} for name in names}
+
+
 def lay_out_opt_ml(spec: SimSpec, host: str) -> Path:
-    """``<workdir>/<host>/opt/ml`` as SageMaker lays it out, with SageMaker's config files."""
+    """``<workdir>/<host>/opt/ml`` as SageMaker lays it out before it starts the container: the config
+    files the service writes and every channel's files."""
     hosts = host_names(spec.hosts)
+    request = spec.staged.request
+    instance_type = request["ResourceConfig"]["InstanceType"]
     base = spec.workdir / host / "opt" / "ml"
     for sub in ("input/config", "input/data", "checkpoints", "model", "output/data"):
         (base / sub).mkdir(parents=True, exist_ok=True)
     config = base / "input" / "config"
     (config / "resourceconfig.json").write_text(json.dumps({
-        "current_host": host, "current_instance_type": spec.instance_type, "current_group_name": "homogeneousCluster",
+        "current_host": host, "current_instance_type": instance_type, "current_group_name": "homogeneousCluster",
         "hosts": hosts, "network_interface_name": "eth0",
-        "instance_groups": [{"instance_group_name": "homogeneousCluster", "instance_type": spec.instance_type, "hosts": hosts}],
+        "instance_groups": [{"instance_group_name": "homogeneousCluster", "instance_type": instance_type, "hosts": hosts}],
     }))
-    (config / "hyperparameters.json").write_text(json.dumps({k: json.dumps(v) if not isinstance(v, str) else v
-                                                              for k, v in spec.hyperparameters.items()}))
-    (config / "inputdataconfig.json").write_text(json.dumps({name: {"TrainingInputMode": "File"} for name in spec.channels}))
+    (config / "hyperparameters.json").write_text(json.dumps(request.get("HyperParameters") or {}))
+    (config / "inputdataconfig.json").write_text(json.dumps(input_channels(spec)))
     if spec.checkpoints is not None and not any((base / "checkpoints").iterdir()):
         shutil.copytree(spec.checkpoints, base / "checkpoints", dirs_exist_ok=True, symlinks=True)
-    # The job's shared Ray auth token, where every simulated host finds it (`raycluster launch` ships it
-    # with the code instead).
-    token = config / "raycluster_auth_token"
-    token.write_text((spec.workdir / "auth_token").read_text())
-    token.chmod(0o600)
-    for name, source in spec.channels.items():
+    sources = {"code": spec.staged.code, "sm_drivers": spec.staged.drivers, **spec.channels}
+    for name, source in sources.items():
         target = base / "input" / "data" / name
         if not target.exists():
             shutil.copytree(source, target, symlinks=True)
     return base
 
 
-def host_env(spec: SimSpec, host: str) -> dict[str, str]:
-    hosts = host_names(spec.hosts)
+def container_env(spec: SimSpec, host: str) -> dict[str, str]:
+    """What the platform and the image give the container; every SM_* variable comes from SageMaker's
+    own driver inside it."""
+    request = spec.staged.request
     env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
-    # The container's `python` is the one with Ray and LeRobot: a submitted job's `python` must be too.
+    # The image's `python` is the one with Ray and LeRobot: this machine's.
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}"
     env.update({
-        "HOME": str(spec.workdir / host / "home"), "TMPDIR": str(SCRATCH / "tmp"),
-        "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(SOURCE_DIR),
-        "SM_HOSTS": json.dumps(sorted(hosts)), "SM_CURRENT_HOST": host, "SM_CURRENT_HOST_RANK": str(hosts.index(host)),
-        "SM_HOST_COUNT": str(len(hosts)), "SM_NUM_GPUS": "0", "SM_NUM_CPUS": str(spec.cpus_per_host),
-        "SM_HPS": json.dumps(spec.hyperparameters), "SM_NETWORK_INTERFACE_NAME": "eth0",
-        "SM_CHANNELS": json.dumps(sorted(spec.channels)), "SM_MODEL_DIR": "/opt/ml/model",
-        "SM_OUTPUT_DIR": "/opt/ml/output", "SM_OUTPUT_FAILURE": "/opt/ml/output/failure",
-        "RAYCLUSTER_AUTH_TOKEN_FILE": "/opt/ml/input/config/raycluster_auth_token",
+        "HOME": str(spec.workdir / host / "home"), "TMPDIR": str(SCRATCH / "tmp"), "PYTHONUNBUFFERED": "1",
+        # The image is this machine's virtualenv, already holding the requirements; there is no index to reach.
+        "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "TRAINING_JOB_NAME": request["TrainingJobName"],
+        "TRAINING_JOB_ARN": f"arn:aws:sagemaker:us-east-1:123456789012:training-job/{request['TrainingJobName']}",
+        **(request.get("Environment") or {}),
     })
-    for key, value in spec.hyperparameters.items():
-        env[f"SM_HP_{key.upper().replace('-', '_').replace('.', '_')}"] = json.dumps(value)
-    for name in spec.channels:
-        env[f"SM_CHANNEL_{name.upper()}"] = f"/opt/ml/input/data/{name}"
     return env
+
+
+def container_command(spec: SimSpec) -> list[str]:
+    algorithm = spec.staged.request["AlgorithmSpecification"]
+    return [*(algorithm.get("ContainerEntrypoint") or []), *(algorithm.get("ContainerArguments") or [])]
 
 
 class SimHost:
@@ -107,11 +118,11 @@ class SimHost:
         # hostname that is not algo-N (as under SageMaker's v3 driver), and the entry point as PID 1 of its
         # own PID namespace. /tmp itself stays shared: the source tree may live there.
         script = (f"mount --bind {base} {OPT_ML} && mount --bind {scratch} {SCRATCH} && hostname ip-{host} && "
-                  f"cd {SOURCE_DIR} && exec {sys.executable} -u -m entry")
+                  f"cd / && exec {shlex.join(container_command(spec))}")
         self.process = subprocess.Popen(
             ["ip", "netns", "exec", network.namespace(host), "unshare", "--pid", "--fork", "--mount-proc",
              "--uts", "--kill-child=SIGKILL", "sh", "-c", script],
-            env=host_env(spec, host), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env=container_env(spec, host), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             start_new_session=True,
         )
         (self.dir / "host.pid").write_text(str(self.process.pid))
@@ -161,7 +172,6 @@ def run_sim(spec: SimSpec, echo=print) -> dict:
     if spec.hosts < 1:
         raise UsageError(f"--hosts must be >= 1, got {spec.hosts}")
     spec.workdir.mkdir(parents=True, exist_ok=True)
-    (spec.workdir / "auth_token").write_text(secrets.token_hex(32))
     made_opt_ml = not OPT_ML.exists()
     OPT_ML.mkdir(parents=True, exist_ok=True)  # the mount points each host binds its own directories onto
     SCRATCH.mkdir(parents=True, exist_ok=True)

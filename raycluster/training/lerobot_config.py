@@ -6,6 +6,7 @@ and ``--policy.path``), so the flags are put there for the duration of the call.
 
 
 import contextlib
+import io
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,30 @@ def lerobot_argv(args: list[str]) -> Iterator[None]:
         sys.argv = saved
 
 
+class _Tee(io.TextIOBase):
+    """stderr as it is, and a copy of what was written while it is in place."""
+
+    def __init__(self, stream):
+        self.stream, self.copy = stream, io.StringIO()
+
+    def write(self, text: str) -> int:
+        self.copy.write(text)
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def text(self) -> str:
+        return self.copy.getvalue()
+
+    def __enter__(self) -> "_Tee":
+        sys.stderr = self
+        return self
+
+    def __exit__(self, *exc) -> None:
+        sys.stderr = self.stream
+
+
 def parse_train_config(args: list[str], validate: bool):
     """Parse ``args`` exactly as ``lerobot-train`` would; a rejected flag becomes a UsageError."""
     from lerobot.configs import parser
@@ -35,12 +60,15 @@ def parse_train_config(args: list[str], validate: bool):
     def _parsed(cfg: TrainPipelineConfig) -> TrainPipelineConfig:
         return cfg
 
-    with lerobot_argv(args):
+    with lerobot_argv(args), _Tee(sys.stderr) as stderr:
         try:
             cfg = _parsed()
         except SystemExit as exc:
-            # parser.wrap has already printed LeRobot's own "error: ..." line to stderr.
-            raise UsageError(f"LeRobot rejected the training flags (exit {exc.code}); see the error above") from None
+            # parser.wrap has printed LeRobot's usage and its own "error: ..." line; the latter says what is wrong.
+            said = [line.strip() for line in stderr.text().splitlines() if line.strip()]
+            start = max((i for i, line in enumerate(said) if "error:" in line), default=max(len(said) - 1, 0))
+            reason = " ".join(said[start:]) or f"exit {exc.code}"
+            raise UsageError(f"LeRobot rejected the training flags: {reason}") from None
         except Exception as exc:  # draccus raises plain exceptions for unknown choices and fields
             raise UsageError(f"LeRobot rejected the training flags: {exc}") from None
         if validate:
