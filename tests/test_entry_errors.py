@@ -1,6 +1,5 @@
 """The entry point on malformed input: one clear line, the failure file, a non-zero exit, no Ray process."""
 
-import json
 import subprocess
 import sys
 
@@ -24,12 +23,12 @@ def ray_processes() -> set[int]:
         ({"SM_HOSTS": '["algo-1","algo-2","algo-2"]'}, "SM_HOSTS lists algo-2 more than once"),
         ({"SM_NUM_GPUS": "x"}, "SM_NUM_GPUS='x' is not an integer"),
         ({"resourceconfig": None}, "resourceconfig.json is missing"),
-        ({"SM_HPS": json.dumps({"entry.job": "jobs/nope.py"})}, "entry.job=jobs/nope.py: no such Ray job script"),
-        ({"SM_HPS": json.dumps({"entry.bogus": 1})}, "unknown hyperparameter entry.bogus"),
+        ({"hps": {"entry__job": "jobs/nope.py"}}, "entry.job=jobs/nope.py: no such Ray job script"),
+        ({"hps": {"entry__bogus": "1"}}, "unknown hyperparameter entry__bogus"),
     ],
 )
 def test_malformed_job_fails_fast(tmp_path, change, message):
-    env = fake_job(tmp_path)
+    env = fake_job(tmp_path, hps=change.pop("hps", None))
     base = tmp_path / "opt" / "ml"
     if "resourceconfig" in change:
         (base / "input" / "config" / "resourceconfig.json").unlink()

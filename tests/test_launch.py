@@ -12,7 +12,8 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 from conftest import REPO
-from raycluster.sagemaker.hyperparameters import decode_like_sagemaker, split_hyperparameters
+from raycluster.sagemaker.hyperparameters import split_hyperparameters, to_hyperparameters
+from raycluster.sagemaker.topology import BASE_ENV, read_topology
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
 BUCKET = "raycluster-test"
@@ -35,6 +36,11 @@ def aws(tmp_path_factory):
     server.stop()
 
 
+def s3(env):
+    return boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], region_name="us-east-1",
+                        aws_access_key_id="test", aws_secret_access_key="test")
+
+
 def sagemaker(env):
     return boto3.client("sagemaker", endpoint_url=env["AWS_ENDPOINT_URL"], region_name="us-east-1",
                         aws_access_key_id="test", aws_secret_access_key="test")
@@ -49,7 +55,8 @@ JOB = ["--instance-type=ml.g5.12xlarge", "--instance-count=2", f"--role={ROLE}",
        "--max-wait=7200", f"--checkpoint-s3=s3://{BUCKET}/ckpt", f"--output-s3=s3://{BUCKET}/out",
        f"--dataset-s3=s3://{BUCKET}/data", "--tag=team=robots", "--subnet=subnet-1", "--security-group=sg-1"]
 FLAGS = ["--policy.type=act", "--steps=7", "--policy.pretrained_backbone_weights=null", "--policy.push_to_hub=false",
-         "--policy.down_dims=[32,64]", "--cluster.keep_checkpoints=2"]
+         "--policy.down_dims=[32, 64]", "--job_name=a run with spaces", "--cluster.keep_checkpoints=2",
+         "--entry.join_timeout_s=120"]
 
 
 @pytest.mark.parametrize(
@@ -59,7 +66,11 @@ FLAGS = ["--policy.type=act", "--steps=7", "--policy.pretrained_backbone_weights
         (["--max-wait=100"], "--spot needs --max-wait >= --max-run"),
         ([f"--checkpoint-s3="], "--spot needs --checkpoint-s3"),
         (["--role=SageMakerRole"], "--role 'SageMakerRole' is not an IAM role ARN"),
-        (["--job.name=it's"], "a ' breaks SageMaker's driver"),
+        (["--job_name=it's"], "a ' in a value breaks SageMaker's driver"),
+        (["--policy/type=act"], "a flag name may hold only letters"),
+        (["--steps=1", "--steps=2"], "--steps is given twice"),
+        (["--py-version=py311"], "--py-version py311: LeRobot needs Python 3.12"),
+        (["--framework-version=2.5"], "--framework-version 2.5: LeRobot 0.6 runs on PyTorch DLCs"),
     ],
 )
 def test_bad_launches_are_refused_before_anything_is_sent(aws, args, message):
@@ -70,11 +81,15 @@ def test_bad_launches_are_refused_before_anything_is_sent(aws, args, message):
     assert sagemaker(aws).list_training_jobs()["TrainingJobSummaries"] == []
 
 
-def test_dry_run_prints_the_exact_request_and_submits_nothing(aws):
-    result = launch(aws, *JOB, "--dry-run", *FLAGS)
+def test_dry_run_needs_no_network_and_no_credentials(aws, tmp_path):
+    # No network at all for this process (its own empty network namespace), no credentials, no endpoint.
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "SAGEMAKER_USER_CONFIG_OVERRIDE": aws["SAGEMAKER_USER_CONFIG_OVERRIDE"]}
+    result = subprocess.run(["unshare", "--net", sys.executable, "-m", "raycluster", "launch", *JOB, "--region=us-east-1",
+                             "--dry-run", *FLAGS], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     request = json.loads(result.stdout)
     assert request["AlgorithmSpecification"]["TrainingImage"].endswith("pytorch-training:2.8-gpu-py312")
+    assert request["AlgorithmSpecification"]["ContainerArguments"][-1].endswith("sm_drivers/sm_train.sh")
     assert request["ResourceConfig"]["InstanceCount"] == 2
     assert request["ResourceConfig"]["InstanceType"] == "ml.g5.12xlarge"
     assert request["EnableManagedSpotTraining"] is True
@@ -85,9 +100,49 @@ def test_dry_run_prints_the_exact_request_and_submits_nothing(aws):
     assert {"Key": "team", "Value": "robots"} in request["Tags"]
     dataset = next(c for c in request["InputDataConfig"] if c["ChannelName"] == "dataset")
     assert dataset["InputMode"] == "FastFile" and dataset["DataSource"]["S3DataSource"]["S3Uri"] == f"s3://{BUCKET}/data"
-    # Every flag comes back out of the entry point as the same flag.
-    assert split_hyperparameters(decode_like_sagemaker(request["HyperParameters"]))[1] == FLAGS
+    # Every flag comes back out of the entry point as the same flag, in order.
+    assert split_hyperparameters(request["HyperParameters"])[1] == [f for f in FLAGS if not f.startswith("--entry.")]
+    assert "entry/__main__.py" in result.stderr and "requirements.txt" in result.stderr
+    # Nothing was created or uploaded, and the token is printed nowhere.
     assert sagemaker(aws).list_training_jobs()["TrainingJobSummaries"] == []
+    assert "Contents" not in s3(aws).list_objects_v2(Bucket=BUCKET)
+    assert "auth_token" not in result.stdout
+
+
+AWKWARD = ["--job_name=spaces in a name", "--policy.down_dims=[32, 64]", '--dataset.image_transforms={"a": [1, 2], "b": "c"}',
+           '--x.quotes=say "hi"', "--x.backslash=a\\b", "--x.dollar=$HOME and `id` and $(id)", "--x.unicode=café ∆",
+           "--x.leading_zero=007", "--x.number=1e3", "--x.float=1.50", "--x.null=null", "--x.true=true", "--x.empty=",
+           "--x.semicolon=a;b && c", "--x.hash=#not a comment", "--x.newline=two\nlines", "--x-dash=1",
+           "--entry.keep_alive_s=0", "--cluster.num_workers=2"]
+
+
+def test_awkward_values_survive_sagemakers_own_driver(tmp_path):
+    """What `launch` sends, through the SDK's environment.py and sm_train.sh's `source` under `set -e`,
+    into the entry point's topology and back out as the very same flags."""
+    import sagemaker.train.container_drivers as drivers
+
+    hps = to_hyperparameters(AWKWARD)
+    base = tmp_path / "opt" / "ml"
+    (base / "input" / "config").mkdir(parents=True)
+    (base / "input" / "config" / "hyperparameters.json").write_text(json.dumps(hps))
+    resources = {"current_host": "algo-1", "current_instance_type": "ml.c5.xlarge", "hosts": ["algo-1"],
+                 "network_interface_name": "eth0"}
+    (base / "input" / "config" / "resourceconfig.json").write_text(json.dumps(resources))
+    script = (
+        "import json, sys; sys.path.insert(0, sys.argv[1]); from scripts.environment import set_env; "
+        "set_env(json.loads(sys.argv[2]), {}, json.loads(sys.argv[3]), output_file=sys.argv[4])"
+    )
+    env_file = tmp_path / "sm_training.env"
+    subprocess.run([sys.executable, "-c", script, os.path.dirname(drivers.__file__), json.dumps(resources),
+                    json.dumps(hps), str(env_file)], check=True, env={**os.environ, "TRAINING_JOB_NAME": "t"})
+    sourced = subprocess.run(["bash", "-c", f"set -e; source {env_file}; {sys.executable} -c "
+                              "'import json, os; print(json.dumps(dict(os.environ)))'"],
+                             capture_output=True, text=True, env={"PATH": os.environ["PATH"]})
+    assert sourced.returncode == 0, sourced.stderr
+    env = {**json.loads(sourced.stdout), BASE_ENV: str(base)}
+    assert set(json.loads(env["SM_HPS"])) == set(hps)
+    settings, flags = split_hyperparameters(read_topology(env).hyperparameters)
+    assert flags == [f for f in AWKWARD if not f.startswith("--entry.")] and settings.keep_alive_s == 0
 
 
 def test_submitted_job_runs_our_entry_point_in_command_mode(aws):
@@ -96,16 +151,18 @@ def test_submitted_job_runs_our_entry_point_in_command_mode(aws):
     job = result.stdout.split("submitted ", 1)[1].split(";")[0]
     described = sagemaker(aws).describe_training_job(TrainingJobName=job)
     assert described["HyperParameters"]["steps"] == "7"
-    s3 = boto3.client("s3", endpoint_url=aws["AWS_ENDPOINT_URL"], region_name="us-east-1",
-                      aws_access_key_id="test", aws_secret_access_key="test")
     channels = {c["ChannelName"]: c["DataSource"]["S3DataSource"]["S3Uri"] for c in described["InputDataConfig"]}
     prefix = channels["code"].removeprefix(f"s3://{BUCKET}/")
-    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix)["Contents"]]
+    keys = [o["Key"] for o in s3(aws).list_objects_v2(Bucket=BUCKET, Prefix=prefix)["Contents"]]
     assert any(k.endswith("entry/__main__.py") for k in keys) and any(k.endswith("jobs/train_lerobot.py") for k in keys)
-    requirements = s3.get_object(Bucket=BUCKET, Key=f"{prefix}/requirements.txt")["Body"].read().decode()
-    assert "ray[train,default]==2.60.0" in requirements and "\ntorch" not in requirements
+    requirements = s3(aws).get_object(Bucket=BUCKET, Key=f"{prefix}/requirements.txt")["Body"].read().decode()
+    # What pyproject.toml declares (Diffusion's extra too), never torch itself: the constraint keeps the DLC's.
+    assert "ray[default,train]==2.60.0" in requirements and "lerobot[diffusion,training]==0.6.1" in requirements
+    assert "\ntorch" not in requirements
+    constraints = s3(aws).get_object(Bucket=BUCKET, Key=f"{prefix}/constraints.txt")["Body"].read().decode()
+    assert constraints.split() == ["torch==2.8.*", "torchvision==0.23.*", "torchcodec>=0.6,<0.8"]
     drivers = channels["sm_drivers"].removeprefix(f"s3://{BUCKET}/")
-    source_code = json.loads(s3.get_object(Bucket=BUCKET, Key=f"{drivers}/sourcecode.json")["Body"].read())
+    source_code = json.loads(s3(aws).get_object(Bucket=BUCKET, Key=f"{drivers}/sourcecode.json")["Body"].read())
     assert source_code["command"] == "exec python -u -m entry"
     status = subprocess.run([sys.executable, "-m", "raycluster", "status", job], cwd=REPO, env=aws,
                             capture_output=True, text=True, timeout=120)
@@ -119,13 +176,41 @@ def test_submitted_job_runs_our_entry_point_in_command_mode(aws):
     assert kept.stat().st_mode & 0o077 == 0 and kept.read_text() not in json.dumps(described, default=str)
 
 
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"AWS_ACCESS_KEY_ID": None, "AWS_SECRET_ACCESS_KEY": None, "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent"},
+         "no AWS credentials"),
+        ({"AWS_ENDPOINT_URL": "http://127.0.0.1:9"}, "cannot reach AWS"),
+        ({"bucket": "raycluster-no-such-bucket"}, "NoSuchBucket"),
+    ],
+)
+def test_a_launch_aws_refuses_ends_in_one_line_and_leaves_nothing(aws, change, message):
+    env = {k: v for k, v in {**aws, **change}.items() if v is not None and k != "bucket"}
+    bucket = change.get("bucket", BUCKET)
+    job = [a.replace(f"s3://{BUCKET}/", f"s3://{bucket}/") for a in JOB]
+    jobs_before = len(sagemaker(aws).list_training_jobs()["TrainingJobSummaries"])
+    objects_before = s3(aws).list_objects_v2(Bucket=BUCKET).get("KeyCount", 0)
+    result = subprocess.run([sys.executable, "-m", "raycluster", "launch", *job, *FLAGS], cwd=REPO, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("raycluster launch: error:")]
+    assert len(errors) == 1 and message in errors[0], result.stderr[-3000:]
+    assert len(sagemaker(aws).list_training_jobs()["TrainingJobSummaries"]) == jobs_before
+    assert s3(aws).list_objects_v2(Bucket=BUCKET).get("KeyCount", 0) == objects_before
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="simulated hosts need root (network namespaces)")
-def test_the_launched_request_runs_as_a_simulated_job(aws, dataset, tmp_path):
+def test_the_launched_request_runs_through_sagemakers_driver_on_simulated_hosts(aws, dataset, tmp_path):
+    """The dry run's request, dotted LeRobot flags, entry/cluster settings and awkward values included, runs
+    through the SDK's own sm_train.sh on every simulated host to the end."""
     flags = [f"--dataset.repo_id={dataset.repo_id}", "--policy.type=act", "--policy.pretrained_backbone_weights=null",
              "--policy.push_to_hub=false", "--policy.dim_model=64", "--policy.n_heads=2", "--policy.dim_feedforward=128",
              "--policy.n_encoder_layers=1", "--policy.n_decoder_layers=1", "--policy.chunk_size=10",
-             "--policy.n_action_steps=10", "--steps=3", "--batch_size=4", "--num_workers=0", "--save_freq=3"]
+             "--policy.n_action_steps=10", "--steps=3", "--batch_size=4", "--num_workers=0", "--save_freq=3",
+             "--job_name=act on two hosts", "--dataset.episodes=[0, 1, 2, 3]", "--entry.join_timeout_s=120",
+             "--cluster.keep_checkpoints=2"]
     result = launch(aws, "--instance-type=ml.c5.xlarge", "--instance-count=2", f"--role={ROLE}",
                     f"--output-s3=s3://{BUCKET}/out", f"--dataset-s3=s3://{BUCKET}/data", "--dry-run", *flags)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -135,5 +220,12 @@ def test_the_launched_request_runs_as_a_simulated_job(aws, dataset, tmp_path):
          f"--workdir={tmp_path / 'sim'}", f"--channel=dataset={dataset.root}"],
         cwd=REPO, capture_output=True, text=True, timeout=600)
     assert sim.returncode == 0, sim.stdout[-4000:]
-    summary = json.loads((tmp_path / "sim" / "algo-1" / "opt" / "ml" / "model" / "raycluster_summary.json").read_text())
+    assert json.loads(sim.stdout[sim.stdout.rindex('{\n  "hosts"'):])["hosts"] == {
+        "algo-1": {"exit_code": 0, "failure": None}, "algo-2": {"exit_code": 0, "failure": None}}
+    head = tmp_path / "sim" / "algo-1" / "opt" / "ml"
+    assert "Executing command: exec python -u -m entry" in (tmp_path / "sim" / "algo-1" / "log.txt").read_text()
+    summary = json.loads((head / "model" / "raycluster_summary.json").read_text())
     assert summary["world_size"] == 2 and summary["final_step"] == 3
+    config = json.loads((head / "model" / "pretrained_model" / "train_config.json").read_text())
+    assert config["job_name"] == "act on two hosts" and config["dataset"]["episodes"] == [0, 1, 2, 3]
+    assert (head / "checkpoints" / "lerobot" / "checkpoints" / "000003" / "pretrained_model" / "model.safetensors").is_file()

@@ -18,11 +18,12 @@ pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="simulated hosts need root (network namespaces)"),
 ]
 
+# As a user's own ModelTrainer would send them: keys in the form SageMaker's driver carries.
 TINY_ACT_HPS = {
-    "policy.type": "act", "policy.push_to_hub": False, "policy.pretrained_backbone_weights": None,
-    "policy.dim_model": 64, "policy.n_heads": 2, "policy.dim_feedforward": 128, "policy.n_encoder_layers": 1,
-    "policy.n_decoder_layers": 1, "policy.chunk_size": 10, "policy.n_action_steps": 10,
-    "dataset.repo_id": "raycluster/synthetic", "batch_size": 4, "num_workers": 0, "seed": 1,
+    "policy__type": "act", "policy__push_to_hub": False, "policy__pretrained_backbone_weights": None,
+    "policy__dim_model": 64, "policy__n_heads": 2, "policy__dim_feedforward": 128, "policy__n_encoder_layers": 1,
+    "policy__n_decoder_layers": 1, "policy__chunk_size": 10, "policy__n_action_steps": 10,
+    "dataset__repo_id": "raycluster/synthetic", "batch_size": 4, "num_workers": 0, "seed": 1,
 }
 
 
@@ -52,6 +53,11 @@ def wait_for_log(path: Path, text: str, timeout: float = 300) -> None:
     raise AssertionError(f"{text!r} never appeared in {path}")
 
 
+def code_channel(workdir: Path) -> Path:
+    """The job's code as the head host got it (its Ray auth token included)."""
+    return workdir / "algo-1" / "opt" / "ml" / "input" / "data" / "code"
+
+
 def head_checkpoints(workdir: Path) -> Path:
     return workdir / "algo-1" / "opt" / "ml" / "checkpoints" / "lerobot" / "checkpoints"
 
@@ -69,7 +75,7 @@ def assert_clean() -> None:
 
 @pytest.mark.parametrize("hosts", [2, 3])
 def test_simulated_job_trains_and_puts_the_model_on_the_head(dataset, tmp_path, hosts):
-    hps = {**TINY_ACT_HPS, "steps": 4, "save_freq": 2, "log_freq": 2, "entry.preflight": hosts == 2}
+    hps = {**TINY_ACT_HPS, "steps": 4, "save_freq": 2, "log_freq": 2, "entry__preflight": hosts == 2}
     sim = start_sim(tmp_path, hosts, hps, dataset)
     result = finish(sim, tmp_path)
     assert sim.returncode == 0
@@ -79,17 +85,29 @@ def test_simulated_job_trains_and_puts_the_model_on_the_head(dataset, tmp_path, 
     summary = json.loads((model / "raycluster_summary.json").read_text())
     assert summary["world_size"] == hosts and summary["final_step"] == 4 and summary["backend"] == "gloo"
     log = (tmp_path / "algo-1" / "log.txt").read_text()
+    assert "Executing command: exec python -u -m entry" in log  # reached through SageMaker's own sm_train.sh
     assert "cluster formed" in log
     if hosts == 2:  # the preflight probe ran across both hosts before training
         assert f"all-reduce across {hosts} workers, backend gloo" in log
     assert_clean()
 
 
+def test_dotted_keys_die_in_sagemakers_driver_as_on_sagemaker(dataset, tmp_path):
+    # What every `raycluster launch` job did before keys were encoded: the driver's `source` refuses the name.
+    result = finish(start_sim(tmp_path, 2, {"policy.type": "act", "steps": 1}, dataset), tmp_path, timeout=120)
+    assert all(h["exit_code"] == 1 for h in result.values()), result
+    assert "not a valid identifier" in (tmp_path / "algo-1" / "log.txt").read_text()
+    assert "Training Execution failed" in result["algo-1"]["failure"]
+    assert_clean()
+
+
 def test_failing_training_ends_every_host_with_the_drivers_code(dataset, tmp_path):
-    sim = start_sim(tmp_path, 2, {**TINY_ACT_HPS, "steps": 4, "policy.type": "no_such_policy"}, dataset)
+    sim = start_sim(tmp_path, 2, {**TINY_ACT_HPS, "steps": 4, "policy__type": "no_such_policy"}, dataset)
     result = finish(sim, tmp_path)
     assert result["algo-1"]["exit_code"] == 2  # raycluster train's own code for a rejected flag
+    # The failure names the flag and what LeRobot said of it, not "see the error above".
     assert "LeRobot rejected the training flags" in result["algo-1"]["failure"]
+    assert "invalid choice: 'no_such_policy'" in result["algo-1"]["failure"]
     assert result["algo-2"] == {"exit_code": 0, "failure": None}
 
 
@@ -121,7 +139,7 @@ def test_sigterm_on_every_host_ends_well_inside_120s(dataset, tmp_path):
 def test_rank0_off_the_head_ships_checkpoints_to_it_and_a_restarted_job_resumes(dataset, tmp_path):
     # The head trains nothing here, so rank 0 runs on another host and every file crosses the network.
     first = tmp_path / "first"
-    hps = {**TINY_ACT_HPS, "steps": 4, "save_freq": 2, "log_freq": 2, "entry.head_trains": False}
+    hps = {**TINY_ACT_HPS, "steps": 4, "save_freq": 2, "log_freq": 2, "entry__head_trains": False}
     result = finish(start_sim(first, 3, hps, dataset), first)
     assert all(h["exit_code"] == 0 for h in result.values()), result
     assert LocalStore(head_checkpoints(first)).names() == ["000002", "000004"]
@@ -134,7 +152,7 @@ def test_rank0_off_the_head_ships_checkpoints_to_it_and_a_restarted_job_resumes(
     # SageMaker restarts the job (spot): /opt/ml/checkpoints comes back on every host from S3.
     second = tmp_path / "second"
     restored = first / "algo-1" / "opt" / "ml" / "checkpoints"
-    result = finish(start_sim(second, 2, {**hps, "steps": 6, "entry.head_trains": True}, dataset,
+    result = finish(start_sim(second, 2, {**hps, "steps": 6, "entry__head_trains": True}, dataset,
                               f"--checkpoints={restored}"), second)
     assert all(h["exit_code"] == 0 for h in result.values()), result
     summary = json.loads((second / "algo-1" / "opt" / "ml" / "model" / "raycluster_summary.json").read_text())
@@ -142,7 +160,7 @@ def test_rank0_off_the_head_ships_checkpoints_to_it_and_a_restarted_job_resumes(
 
 
 def test_interactive_cluster_runs_a_users_job_script_and_ends_on_request(dataset, tmp_path):
-    sim = start_sim(tmp_path, 2, {"entry.job": "none", "entry.keep_alive_s": 300}, dataset)
+    sim = start_sim(tmp_path, 2, {"entry__job": "none", "entry__keep_alive_s": 300}, dataset)
     wait_for_log(tmp_path / "algo-1" / "log.txt", "interactive: the cluster stays up")
     netns = (tmp_path / "algo-1" / "netns").read_text()
     def submit(script: str, token: bool = True, wait: bool = True) -> subprocess.CompletedProcess:
@@ -152,7 +170,7 @@ def test_interactive_cluster_runs_a_users_job_script_and_ends_on_request(dataset
                   + ("[time.sleep(1) for _ in range(120) if not c.get_job_status(j).is_terminal()]; "
                      "print(c.get_job_logs(j)); sys.exit(0 if str(c.get_job_status(j).value) == 'SUCCEEDED' else 1)"
                      if wait else ""))
-        env = {**os.environ, "RAY_AUTH_MODE": "token" if token else "disabled", "RAY_AUTH_TOKEN_PATH": str(tmp_path / "auth_token")}
+        env = {**os.environ, "RAY_AUTH_MODE": "token" if token else "disabled", "RAY_AUTH_TOKEN_PATH": str(code_channel(tmp_path) / ".raycluster" / "auth_token")}
         return subprocess.run(["ip", "netns", "exec", netns, sys.executable, "-c", client],
                               capture_output=True, text=True, timeout=180, env=env)
 

@@ -11,17 +11,19 @@ from raycluster.sagemaker.network_env import collective_env, gpu_network_env
 from raycluster.sagemaker.topology import BASE_ENV, host_order, read_topology
 
 
-def fake_job(tmp_path: Path, hosts=("algo-1", "algo-2"), current="algo-1", groups=None, **overrides) -> dict:
+def fake_job(tmp_path: Path, hosts=("algo-1", "algo-2"), current="algo-1", groups=None, hps=None, **overrides) -> dict:
+    """A host's environment and config files; ``hps`` as sent to CreateTrainingJob (strings)."""
+    hps = hps or {}
     base = tmp_path / "opt" / "ml"
     (base / "input" / "config").mkdir(parents=True, exist_ok=True)
     (base / "input" / "config" / "resourceconfig.json").write_text(json.dumps({
         "current_host": current, "hosts": list(hosts), "current_instance_type": "ml.p5.48xlarge",
         "network_interface_name": "eth0", "instance_groups": groups or [],
     }))
-    (base / "input" / "config" / "hyperparameters.json").write_text("{}")
+    (base / "input" / "config" / "hyperparameters.json").write_text(json.dumps(hps))
     env = {
         BASE_ENV: str(base), "SM_HOSTS": json.dumps(sorted(hosts)), "SM_CURRENT_HOST": current,
-        "SM_NUM_GPUS": "0", "SM_NUM_CPUS": "4", "SM_HPS": "{}", "SM_NETWORK_INTERFACE_NAME": "eth0",
+        "SM_NUM_GPUS": "0", "SM_NUM_CPUS": "4", "SM_HPS": json.dumps(hps), "SM_NETWORK_INTERFACE_NAME": "eth0",
     }
     env.update(overrides)
     return {k: v for k, v in env.items() if v is not None}
@@ -37,8 +39,9 @@ def test_hosts_are_ordered_numerically_and_the_head_is_algo_1(tmp_path):
 
 def test_a_named_head_instance_group_picks_the_head(tmp_path):
     groups = [{"instance_group_name": "cpu", "hosts": ["algo-1"]}, {"instance_group_name": "gpu", "hosts": ["algo-3", "algo-2"]}]
-    env = fake_job(tmp_path, hosts=("algo-1", "algo-2", "algo-3"), groups=groups, SM_HPS='{"entry.head_group": "gpu"}')
-    assert read_topology(env).head_host == "algo-2"
+    for key in ("entry__head_group", "entry.head_group"):
+        env = fake_job(tmp_path, hosts=("algo-1", "algo-2", "algo-3"), groups=groups, hps={key: "gpu"})
+        assert read_topology(env).head_host == "algo-2"
 
 
 def test_channels_become_paths_and_sagemakers_own_are_left_out(tmp_path):
@@ -61,11 +64,11 @@ def test_channels_become_paths_and_sagemakers_own_are_left_out(tmp_path):
         ({"SM_NUM_CPUS": "0"}, "SM_NUM_CPUS=0 must be >= 1"),
         ({"SM_HPS": "[1]"}, "SM_HPS must be a JSON object"),
         ({"SM_CHANNEL_DATASET": "/no/such/dir"}, "SM_CHANNEL_DATASET=/no/such/dir does not exist"),
-        ({"SM_HPS": '{"entry.head_group": "gpu"}'}, "entry.head_group='gpu' names no instance group"),
+        ({"hps": {"entry__head_group": "gpu"}}, "entry.head_group='gpu' names no instance group"),
     ],
 )
 def test_malformed_environment_is_named(tmp_path, change, message):
-    env = fake_job(tmp_path)
+    env = fake_job(tmp_path, hps=change.pop("hps", None))
     env.update({k: v for k, v in change.items() if v is not None})
     for key in [k for k, v in change.items() if v is None]:
         env.pop(key)
@@ -84,23 +87,42 @@ def test_missing_or_broken_config_files_are_named(tmp_path):
         read_topology(env)
 
 
-def test_hyperparameters_become_flags_as_lerobot_expects():
-    # As SageMaker's driver delivers them: "7" -> 7, "null" -> None, "true" -> True.
+def test_hyperparameters_become_flags_as_given():
+    # As CreateTrainingJob carries them (strings), in either key form; values keep their exact text.
     settings, flags = split_hyperparameters({
-        "policy.type": "act", "steps": 7, "policy.pretrained_backbone_weights": None, "policy.push_to_hub": False,
-        "policy.down_dims": [32, 64], "cluster.num_workers": 4, "entry.job": "jobs/mine.py", "entry.join_timeout_s": 30,
+        "policy__type": "act", "steps": "7", "policy__pretrained_backbone_weights": "null",
+        "policy.push_to_hub": "false", "dataset__episodes": "[0, 1]", "cluster__num_workers": "4",
+        "entry__job": "jobs/mine.py", "entry.join_timeout_s": "30", "sagemaker_program": "x.py",
     })
     assert settings == EntrySettings(job="jobs/mine.py", join_timeout_s=30.0)
     assert flags == ["--policy.type=act", "--steps=7", "--policy.pretrained_backbone_weights=null",
-                     "--policy.push_to_hub=false", "--policy.down_dims=[32,64]", "--cluster.num_workers=4"]
-    with pytest.raises(UsageError, match="unknown hyperparameter entry.jobs"):
-        split_hyperparameters({"entry.jobs": "x"})
+                     "--policy.push_to_hub=false", "--dataset.episodes=[0, 1]", "--cluster.num_workers=4"]
+    # Older framework estimators JSON-encode every value; decoded values (SM_HPS) are re-encoded.
+    assert split_hyperparameters({"policy__type": '"act"', "steps": 7, "x": None, "y": True})[1] == [
+        "--policy.type=act", "--steps=7", "--x=null", "--y=true"]
+    with pytest.raises(UsageError, match="unknown hyperparameter entry__jobs"):
+        split_hyperparameters({"entry__jobs": "x"})
 
 
-def test_flags_round_trip_through_hyperparameters():
-    flags = ["--policy.type=act", "--steps=7", "--policy.device=null", "--cluster.use_gpu=true", "--policy.down_dims=[32,64]"]
-    decoded = {k: json.loads(v) if v not in ("act",) else v for k, v in to_hyperparameters(flags).items()}
-    assert split_hyperparameters(decoded)[1] == flags
+@pytest.mark.parametrize(
+    ("flag", "message"),
+    [
+        ("--job_name=it's", "a ' in a value breaks SageMaker's driver"),
+        ("--policy.type=act", None),
+        ("--odd/name=1", "a flag name may hold only letters"),
+        ("--a__b=1", "a flag name with '__' cannot travel"),
+        ("steps=3", "pass flags as --name=value"),
+        ("--x=" + "9" * 2501, "SageMaker limits a hyperparameter"),
+    ],
+)
+def test_flags_the_driver_cannot_carry_are_refused(flag, message):
+    if message is None:
+        assert to_hyperparameters([flag]) == {"policy__type": "act"}
+        return
+    with pytest.raises(UsageError, match=message):
+        to_hyperparameters([flag])
+    with pytest.raises(UsageError, match="given twice"):
+        to_hyperparameters(["--steps=1", "--steps=2"])
     assert encode_value(1.5) == "1.5"
 
 

@@ -128,7 +128,8 @@ def _session(spec: LaunchSpec, offline: bool):
             return super().upload_data(path, bucket, key_prefix, callback, extra_args)
 
         def default_bucket(self):
-            return bucket if offline else super().default_bucket()
+            # The SDK would create a missing bucket; a typo in --output-s3 must fail instead.
+            return bucket or super().default_bucket()
 
     if offline:
         def refuse(event_name, **_):
