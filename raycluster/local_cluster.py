@@ -7,12 +7,12 @@ import hashlib
 import json
 import logging
 import os
-import secrets
 import sys
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from raycluster.auth import new_token
 from raycluster.bootstrap import DASHBOARD_PORT, GCS_PORT, NodeSpec, RayNode, gcs_reachable, stop_node_process, wait_for
 from raycluster.errors import UsageError
 
@@ -44,8 +44,7 @@ def up(state_dir: Path, num_cpus: int | None, num_gpus: int, ip: str = "127.0.0.
     state_dir.mkdir(parents=True, exist_ok=True)
     token = state_dir / "auth_token"
     if not token.exists():
-        token.write_text(secrets.token_hex(32))
-        token.chmod(0o600)
+        new_token(token)
     # Ray's socket paths live under its temp dir and may not exceed 107 bytes: keep it short.
     temp_dir = Path(tempfile.gettempdir()) / f"raycluster-{hashlib.sha1(str(state_dir.resolve()).encode()).hexdigest()[:10]}"
     spec = NodeSpec(ip=ip, num_cpus=num_cpus or os.cpu_count() or 1, num_gpus=num_gpus, temp_dir=temp_dir,

@@ -25,6 +25,8 @@ def ray_processes() -> set[int]:
         ({"resourceconfig": None}, "resourceconfig.json is missing"),
         ({"hps": {"entry__job": "jobs/nope.py"}}, "entry.job=jobs/nope.py: no such Ray job script"),
         ({"hps": {"entry__bogus": "1"}}, "unknown hyperparameter entry__bogus"),
+        # Fail closed: no token in the code, no cluster (its Jobs API would run anyone's code as the job's role).
+        ({}, "no Ray auth token at"),
     ],
 )
 def test_malformed_job_fails_fast(tmp_path, change, message):

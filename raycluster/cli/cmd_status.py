@@ -14,8 +14,12 @@ def register(verbs) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from raycluster.launch.aws_errors import AwsError, one_line
     from raycluster.launch.status import describe
 
-    status = describe(args.job_name, args.region)
+    try:
+        status = describe(args.job_name, args.region)
+    except Exception as exc:  # botocore's: no region, no credentials, no such job, unreachable
+        raise AwsError(one_line(exc)) from None
     print(json.dumps(status, indent=2))
     return 1 if status["status"] == "Failed" else 0

@@ -7,6 +7,8 @@ import json
 import shlex
 from pathlib import Path
 
+from raycluster.auth import write_private
+
 JOBS_DIR = Path.home() / ".raycluster" / "jobs"
 DASHBOARD_PORT = 8265
 
@@ -16,11 +18,7 @@ def token_path(job_name: str) -> Path:
 
 
 def keep_token(job_name: str, token: str) -> Path:
-    path = token_path(job_name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(token)
-    path.chmod(0o600)
-    return path
+    return write_private(token_path(job_name), token)
 
 
 def port_forward_command(job_name: str, local_port: int, region: str | None) -> list[str]:

@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 import logging
 import os
-import secrets
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from raycluster.auth import new_token
 from raycluster.errors import UsageError
+from raycluster.launch.aws_errors import AwsError, one_line
 from raycluster.launch.dashboard import keep_token
 from raycluster.launch.requirements import constraints, requirements
 from raycluster.launch.spec import LaunchSpec
@@ -28,10 +29,6 @@ SOURCE_DIR = Path(__file__).resolve().parents[2]
 COMMAND = "exec python -u -m entry"
 AUTH_TOKEN_PATH = ".raycluster/auth_token"
 VALIDATE_ROLE = "SAGEMAKER_VALIDATE_ROLE"
-
-
-class LaunchError(UsageError):
-    """AWS refused or could not be reached; the message says what to fix."""
 
 
 def stage_source(spec: LaunchSpec, into: Path) -> Path:
@@ -46,10 +43,7 @@ def stage_source(spec: LaunchSpec, into: Path) -> Path:
     # One Ray auth token for every host of this job: it travels with the code (readable by whoever can
     # read the job's code in S3, and by the job's role), never in hyperparameters or environment, which
     # DescribeTrainingJob shows.
-    token = into / AUTH_TOKEN_PATH
-    token.parent.mkdir()
-    token.touch(mode=0o600)
-    token.write_text(secrets.token_hex(32))
+    new_token(into / AUTH_TOKEN_PATH)
     return into
 
 
@@ -202,24 +196,9 @@ def launch(spec: LaunchSpec, wait: bool = False) -> dict:
         except Exception as exc:
             if not created:
                 _remove_uploads(session)
-            raise LaunchError(f"launch failed: {one_line(exc)}") from None
+            raise AwsError(f"launch failed: {one_line(exc)}") from None
     log.info("submitted training job %s", captured.get("TrainingJobName"))
     return json.loads(json.dumps(captured, default=str))
-
-
-def one_line(exc: Exception) -> str:
-    """AWS's own words, with the fix for the failures a first launch meets."""
-    from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
-
-    if isinstance(exc, NoCredentialsError):
-        return "no AWS credentials; run `aws configure` (or `aws sso login`) or set AWS_PROFILE"
-    if isinstance(exc, EndpointConnectionError):
-        return f"cannot reach AWS ({exc}); check the network, --region and AWS_ENDPOINT_URL"
-    if isinstance(exc, ClientError):
-        error = exc.response.get("Error", {})
-        return f"{exc.operation_name}: {error.get('Code')}: {error.get('Message')}"
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[-1] if text else ''}"
 
 
 def _remove_uploads(session) -> None:

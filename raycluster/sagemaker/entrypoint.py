@@ -80,20 +80,26 @@ def job_flags(topology: Topology, settings: EntrySettings, flags: list[str]) -> 
     return defaults + flags
 
 
-def auth_env() -> dict[str, str]:
+def auth_env(settings: EntrySettings) -> dict[str, str]:
     """Ray token authentication with the job's one shared token. `raycluster launch` ships it with the
     code (never in hyperparameters or environment, which DescribeTrainingJob shows); the entry point
-    only names the file, so the token itself is never logged."""
+    only names the file, so the token itself is never logged. Without one the cluster does not start:
+    its Jobs API would run anyone's code in the VPC as this job's role."""
     path = Path(os.environ.get(AUTH_TOKEN_ENV) or SOURCE_DIR / AUTH_TOKEN_FILE)
-    if not path.is_file():
-        log.warning("no Ray auth token at %s: the cluster runs WITHOUT authentication", path)
-        return {}
-    return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(path)}
+    if path.is_file():
+        return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(path)}
+    if not settings.insecure:
+        raise UsageError(f"no Ray auth token at {path}: ship one with the code (raycluster launch does; "
+                         "any 64 hex characters in .raycluster/auth_token) or, to run open to the whole VPC, "
+                         "set the hyperparameter entry__insecure=true")
+    log.warning("entry.insecure=true and no Ray auth token: the cluster runs WITHOUT authentication; anyone who "
+                "reaches this job's network can submit code that runs as its IAM role")
+    return {}
 
 
 def node_env(topology: Topology) -> dict[str, str]:
+    # The credentials (auth_env) are already in this process's environment, which the nodes inherit.
     env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(SOURCE_DIR), os.environ.get("PYTHONPATH")]))}
-    env.update(auth_env())
     env.update(collective_env(topology.network_interface, os.environ))
     env.update(gpu_network_env(topology.num_gpus, topology.network_interface, topology.instance_type,
                                efa_available() if topology.num_gpus else False, os.environ))
@@ -321,7 +327,7 @@ def main() -> int:
         settings, flags = split_hyperparameters(topology.hyperparameters)
         job_script(settings)
         # This process talks to the GCS and the Jobs API too: it needs the same credentials as the nodes.
-        os.environ.update(auth_env())
+        os.environ.update(auth_env(settings))
         log.info("host %s of %s; head %s; %d GPU(s), %d CPU(s)", topology.current_host, list(topology.hosts),
                  topology.head_host, topology.num_gpus, topology.num_cpus)
         if topology.is_head:

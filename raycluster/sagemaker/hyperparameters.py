@@ -60,6 +60,9 @@ class EntrySettings:
     on the other hosts; the head only coordinates (the driver and the checkpoint keeper need none)."""
     head_group: str | None = None
     """Instance group whose first host is the head (heterogeneous clusters); read by the topology."""
+    insecure: bool = False
+    """True: start even without a Ray auth token in the code (the dashboard and Jobs API then answer
+    anyone who reaches the job's network). Off by default: no token, no cluster."""
 
 
 def encode_value(value: Any) -> str:

@@ -20,7 +20,8 @@ from raycluster.cluster_config import ClusterConfig
 from raycluster.connect import check_capacity, ray_cluster
 from raycluster.dataset import check_dataset_root
 from raycluster.training.journal import RunJournal
-from raycluster.training.lerobot_config import flag_value, parse_train_config
+from raycluster.training.lerobot_config import checkpoints_dir, flag_value, parse_train_config
+from raycluster.training.paths import absolute_paths
 from raycluster.training.summary import RunSummary
 from raycluster.training.worker import WorkerConfig, train_loop_per_worker
 
@@ -58,6 +59,7 @@ def prepare_lerobot_args(args: list[str], resuming: bool):
 
 def run_training(cluster: ClusterConfig, lerobot_args: list[str]) -> RunSummary:
     started = time.perf_counter()
+    cluster, lerobot_args = absolute_paths(cluster, lerobot_args, Path.cwd())
     resuming = bool(cluster.checkpoint_dir) and has_complete_checkpoint(cluster.checkpoint_dir)
     cfg, args = prepare_lerobot_args(lerobot_args, resuming)
     output_dir = Path(cfg.output_dir).resolve()
@@ -119,4 +121,7 @@ def run_training(cluster: ClusterConfig, lerobot_args: list[str]) -> RunSummary:
         summary.final_step, summary.steps, summary.loss_first or float("nan"), summary.loss_last or float("nan"),
         summary.samples_per_s or 0.0, summary.checkpoints, summary.wall_s, path,
     )
+    if summary.checkpoints:
+        log.info("trained policy: %s (LeRobot loads it with <Policy>.from_pretrained(path))",
+                 checkpoints_dir(output_dir) / "last" / "pretrained_model")
     return summary

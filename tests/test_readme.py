@@ -1,0 +1,49 @@
+"""The README's own commands, taken from README.md itself and run as written: relative paths, no
+activated virtualenv, in a directory of their own."""
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+
+def readme_block(section: str) -> str:
+    """The first ```bash block after the heading ``section``."""
+    text = (REPO / "README.md").read_text()
+    start = text.index(f"\n{section}\n")
+    match = re.search(r"```bash\n(.*?)```", text[start:], re.S)
+    assert match, f"no bash block under {section}"
+    return match.group(1)
+
+
+@pytest.mark.slow
+def test_the_train_section_runs_as_written_and_checkpoints_land_where_it_says(tmp_path):
+    (tmp_path / ".venv").symlink_to(REPO / ".venv")
+    result = subprocess.run(["bash", "-euo", "pipefail", "-c", readme_block("## Train")], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-4000:]
+    output = tmp_path / "outputs" / "act"
+    checkpoints = output / "checkpoints"
+    assert sorted(p.name for p in checkpoints.iterdir() if p.name != "last") == ["000030", "000060"]
+    assert (checkpoints / "last" / "pretrained_model" / "model.safetensors").is_file()
+    summary = json.loads((output / "raycluster_summary.json").read_text())
+    assert Path(summary["output_dir"]) == output.resolve() and summary["final_step"] == 60
+    assert summary["loss_last"] < summary["loss_first"]
+    assert "loss:" in result.stdout + result.stderr  # LeRobot's own loss lines, every --log_freq steps
+
+
+@pytest.mark.slow
+def test_the_interactive_section_runs_as_written():
+    """`up`, the user's own job submitted with the token, `down`, the probe: from this checkout, as a user would."""
+    result = subprocess.run(["bash", "-euo", "pipefail", "-c", readme_block("## Interactive clusters, your own jobs, the dashboard")],
+                            cwd=REPO, capture_output=True, text=True, timeout=600)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    assert "task ran on" in output and "succeeded" in output.lower()
+    pid = re.search(r"Ray head up \(pid (\d+)\)", output).group(1)
+    assert f"Ray head (pid {pid}) stopped" in output and not Path(f"/proc/{pid}").exists()
+    assert "all-reduce" in output
