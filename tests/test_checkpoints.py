@@ -81,6 +81,28 @@ def test_retention_keeps_exactly_k(local_ray, tmp_path):
     assert ray.get(keeper.complete_steps.remote()) == [4, 5]
 
 
+def test_checkpoints_are_ordered_by_step_not_text(local_ray, tmp_path):
+    # LeRobot pads to max(6, len(str(steps))): a run relaunched with --steps=1000000 after 500000 writes 0505000.
+    keeper = CheckpointKeeper.remote(str(tmp_path / "root"), 2)
+    for step in ("499000", "500000", "0505000"):
+        send_directory(keeper, fake_checkpoint(tmp_path / "src" / step, b"z" * 100), step)
+    assert ray.get(keeper.newest_complete.remote()) == "0505000"
+    assert ray.get(keeper.complete_steps.remote()) == [500000, 505000]  # retention dropped the oldest step
+
+
+def test_a_manifest_naming_files_outside_its_checkpoint_is_quarantined(local_ray, tmp_path):
+    keeper = CheckpointKeeper.remote(str(tmp_path / "root"))
+    send_directory(keeper, fake_checkpoint(tmp_path / "src" / "000001", b"a" * 100), "000001")
+    root = tmp_path / "root" / "checkpoints"
+    evil = root / "000002"
+    (evil / "pretrained_model").mkdir(parents=True)
+    (tmp_path / "root" / "secret").write_text("s")
+    (evil / MANIFEST).write_text(json.dumps({"../../secret": {"size": 1, "sha256": "0" * 64}}))
+    assert ray.get(keeper.newest_complete.remote()) == "000001"
+    assert [p.name[:6] for p in (tmp_path / "root" / "quarantine").iterdir()] == ["000002"]
+    assert (tmp_path / "root" / "secret").read_text() == "s"
+
+
 def test_s3_root_publishes_manifest_last_and_resumes(local_ray, s3_endpoint, tmp_path):
     # The module's Ray cluster started before the endpoint existed: hand the keeper its address.
     keeper = CheckpointKeeper.options(runtime_env={"env_vars": s3_endpoint}).remote("s3://ckpts/run1")

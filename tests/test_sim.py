@@ -30,16 +30,19 @@ TINY_ACT_HPS = {
 def start_sim(workdir: Path, hosts: int, hps: dict, dataset, *extra: str) -> subprocess.Popen:
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "hps.json").write_text(json.dumps(hps))
-    return subprocess.Popen(
-        [sys.executable, "-m", "raycluster", "sim", f"--hosts={hosts}", f"--workdir={workdir}",
-         f"--hyperparameters={workdir / 'hps.json'}", f"--channel=dataset={dataset.root}", *extra],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
+    # Into a file, not a pipe: a pipe nobody reads until the end fills up (pip alone prints hundreds of
+    # lines) and would stall every host's output, and so the hosts.
+    with (workdir / "sim_output.txt").open("w") as output:
+        return subprocess.Popen(
+            [sys.executable, "-m", "raycluster", "sim", f"--hosts={hosts}", f"--workdir={workdir}",
+             f"--hyperparameters={workdir / 'hps.json'}", f"--channel=dataset={dataset.root}", *extra],
+            cwd=REPO, stdout=output, stderr=subprocess.STDOUT, text=True,
+        )
 
 
 def finish(sim: subprocess.Popen, workdir: Path, timeout: float = 600) -> dict:
-    output, _ = sim.communicate(timeout=timeout)
-    (workdir / "sim_output.txt").write_text(output)
+    sim.wait(timeout=timeout)
+    output = (workdir / "sim_output.txt").read_text()
     assert (workdir / "sim_result.json").exists(), output[-3000:]
     return json.loads((workdir / "sim_result.json").read_text())["hosts"]
 

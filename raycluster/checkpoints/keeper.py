@@ -18,7 +18,7 @@ from pathlib import Path
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from raycluster.checkpoints.manifest import CHUNK_BYTES, MANIFEST
+from raycluster.checkpoints.manifest import CHUNK_BYTES, MANIFEST, within
 from raycluster.checkpoints.store import LocalStore, open_store
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ class CheckpointKeeper:
         return token
 
     def write(self, token: str, relpath: str, offset: int, data: bytes) -> None:
-        path = self.staging / token / relpath
+        path = within(self.staging / token, relpath)
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("r+b" if offset else "wb") as f:
             f.seek(offset)
@@ -67,12 +67,12 @@ class CheckpointKeeper:
         """Rank 0 on this node: take its files directly, hard-linked where the filesystem allows (LeRobot
         never rewrites a saved checkpoint), so nothing is copied through Ray."""
         for relpath in manifest:
-            target = self.staging / token / relpath
+            target = within(self.staging / token, relpath)
             target.parent.mkdir(parents=True, exist_ok=True)
             try:
-                os.link(Path(source) / relpath, target)
+                os.link(within(Path(source), relpath), target)
             except OSError:
-                shutil.copy2(Path(source) / relpath, target)
+                shutil.copy2(within(Path(source), relpath), target)
 
     def abort(self, token: str) -> None:
         shutil.rmtree(self.staging / token, ignore_errors=True)
@@ -100,7 +100,7 @@ class CheckpointKeeper:
         return json.loads((self.store.local_copy(name) / MANIFEST).read_text())
 
     def read(self, name: str, relpath: str, offset: int) -> bytes:
-        with (self.store.local_copy(name) / relpath).open("rb") as f:
+        with within(self.store.local_copy(name), relpath).open("rb") as f:
             f.seek(offset)
             return f.read(CHUNK_BYTES)
 

@@ -11,6 +11,19 @@ MANIFEST = "raycluster_manifest.json"
 SAGEMAKER_UPLOADING = ".sagemaker-uploading"
 
 
+class OutsideCheckpoint(ValueError):
+    """A manifest entry or object key that would name a file outside its checkpoint directory."""
+
+
+def within(directory: Path, relpath: str) -> Path:
+    """``directory / relpath``, refused unless it stays inside ``directory`` (a manifest or an S3 key is
+    input like any other: ``../x`` or ``/etc/x`` would write anywhere on the host, as root)."""
+    parts = Path(relpath).parts
+    if not relpath or Path(relpath).is_absolute() or ".." in parts or "\\" in relpath:
+        raise OutsideCheckpoint(f"{relpath!r} is not a path inside the checkpoint")
+    return directory / relpath
+
+
 def file_digest(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as f:
@@ -35,7 +48,10 @@ def problems(directory: Path, manifest: dict[str, dict] | None) -> str | None:
     if leftovers:
         return f"SageMaker upload leftovers {leftovers}"
     for relpath, want in manifest.items():
-        path = directory / relpath
+        try:
+            path = within(directory, relpath)
+        except OutsideCheckpoint as exc:
+            return f"manifest entry {exc}"
         if not path.is_file():
             return f"missing {relpath}"
         if path.stat().st_size != want["size"]:

@@ -13,15 +13,21 @@ import time
 from pathlib import Path
 from typing import Protocol
 
-from raycluster.checkpoints.manifest import MANIFEST, SAGEMAKER_UPLOADING, problems
+from raycluster.checkpoints.manifest import MANIFEST, SAGEMAKER_UPLOADING, OutsideCheckpoint, problems, within
 
 log = logging.getLogger(__name__)
 QUARANTINE = "quarantine"
 
 
+def by_step(names) -> list[str]:
+    """Checkpoint names (LeRobot's zero-padded steps) in step order. Never as text: LeRobot pads to
+    ``max(6, len(str(steps)))``, so a run relaunched with more steps writes ``0505000`` after ``500000``."""
+    return sorted((n for n in names if n.isdigit()), key=int)
+
+
 class CheckpointStore(Protocol):
     def names(self) -> list[str]:
-        """Every checkpoint directory present, complete or not, oldest first."""
+        """Every checkpoint directory present, complete or not, oldest step first."""
 
     def publish(self, staged: Path, name: str) -> None:
         """Make ``staged`` (manifest included) the checkpoint ``name``; complete or absent, never half."""
@@ -47,7 +53,7 @@ class LocalStore:
             shutil.rmtree(leftover)  # staging of a publish that was cut short: never a checkpoint
 
     def names(self) -> list[str]:
-        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and p.name[:1].isdigit())
+        return by_step(p.name for p in self.root.iterdir() if p.is_dir())
 
     def publish(self, staged: Path, name: str) -> None:
         # A rename is atomic only within one mount: staging elsewhere (the keeper's /tmp) is first copied
@@ -115,7 +121,7 @@ class S3Store:
     def names(self) -> list[str]:
         root = self._key("") + "/" if self.prefix else ""
         names = {key[len(root):].split("/", 1)[0] for key in self._objects(root)}
-        return sorted(n for n in names if n[:1].isdigit())
+        return by_step(names)
 
     def publish(self, staged: Path, name: str) -> None:
         for path in sorted(staged.rglob("*")):
@@ -137,6 +143,10 @@ class S3Store:
             return "no manifest (an upload that never finished)"
         objects = self._objects(self._key(name) + "/")
         for relpath, want in manifest.items():
+            try:
+                within(Path(name), relpath)
+            except OutsideCheckpoint as exc:
+                return f"manifest entry {exc}"
             size = objects.get(self._key(name, relpath))
             if size != want["size"]:
                 return f"{relpath}: {'missing' if size is None else f'{size} bytes'}, manifest says {want['size']}"
@@ -165,11 +175,12 @@ class S3Store:
         if target.exists() and problems(target, self._manifest(name)) is None:
             return target
         shutil.rmtree(target, ignore_errors=True)
-        source = self._key(name) + "/"
-        for key in self._objects(source):
-            path = target / key[len(source):]
+        manifest = self._manifest(name) or {}
+        # Only what the manifest lists, each inside the checkpoint: a stray key names nothing on this host.
+        for relpath in [*manifest, MANIFEST]:
+            path = within(target, relpath)
             path.parent.mkdir(parents=True, exist_ok=True)
-            self.s3.download_file(self.bucket, key, str(path))
+            self.s3.download_file(self.bucket, self._key(name, relpath), str(path))
         return target
 
     def __str__(self) -> str:

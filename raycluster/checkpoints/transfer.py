@@ -11,7 +11,7 @@ from pathlib import Path
 
 import ray
 
-from raycluster.checkpoints.manifest import CHUNK_BYTES as CHUNK, manifest_of, problems
+from raycluster.checkpoints.manifest import CHUNK_BYTES as CHUNK, manifest_of, problems, within
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ def send_directory(keeper, source: Path, name: str) -> str:
             ray.get(keeper.adopt.remote(token, str(source), manifest))
             return ray.get(keeper.commit.remote(token, name, manifest))
         for relpath in manifest:
-            with (source / relpath).open("rb") as f:
+            with within(source, relpath).open("rb") as f:
                 offset, chunk = 0, f.read(CHUNK)
                 while True:
                     ray.get(keeper.write.remote(token, relpath, offset, chunk))
@@ -49,7 +49,7 @@ def fetch_directory(keeper, name: str, target: Path) -> bool:
     staged = target.with_name(f".{target.name}.fetching-{os.getpid()}")
     shutil.rmtree(staged, ignore_errors=True)
     for relpath in manifest:
-        path = staged / relpath
+        path = within(staged, relpath)
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("wb") as f:
             while data := ray.get(keeper.read.remote(name, relpath, f.tell())):
