@@ -45,6 +45,11 @@ class ClusterConfig:
             raise UsageError(f"--cluster.keep_checkpoints must be >= 0 (0 keeps all), got {self.keep_checkpoints}")
         if self.mixed_precision not in ("auto", "no", "fp16", "bf16"):
             raise UsageError(f"--cluster.mixed_precision must be auto, no, fp16 or bf16, got {self.mixed_precision!r}")
+        for name in ("checkpoint_dir", "model_dir"):
+            value = getattr(self, name)
+            if "://" in value and not value.startswith("s3://"):
+                raise UsageError(f"--cluster.{name}={value}: only local paths and s3://bucket/prefix (lower case) "
+                                 "are understood")
         if not self.address:
             raise UsageError("--cluster.address must be local, auto or HOST:PORT")
 

@@ -25,12 +25,13 @@ def ray_processes() -> set[int]:
         ({"resourceconfig": None}, "resourceconfig.json is missing"),
         ({"hps": {"entry__job": "jobs/nope.py"}}, "entry.job=jobs/nope.py: no such Ray job script"),
         ({"hps": {"entry__bogus": "1"}}, "unknown hyperparameter entry__bogus"),
+        ({"hosts": ("algo-1",), "hps": {"entry__head_trains": "false"}}, "entry__head_trains=false needs 2 or more hosts"),
         # Fail closed: no token in the code, no cluster (its Jobs API would run anyone's code as the job's role).
         ({}, "no Ray auth token at"),
     ],
 )
 def test_malformed_job_fails_fast(tmp_path, change, message):
-    env = fake_job(tmp_path, hps=change.pop("hps", None))
+    env = fake_job(tmp_path, hosts=change.pop("hosts", ("algo-1", "algo-2")), hps=change.pop("hps", None))
     base = tmp_path / "opt" / "ml"
     if "resourceconfig" in change:
         (base / "input" / "config" / "resourceconfig.json").unlink()

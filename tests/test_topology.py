@@ -1,6 +1,7 @@
 """SageMaker's environment, read strictly: every malformed input names what is wrong."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -102,6 +103,27 @@ def test_hyperparameters_become_flags_as_given():
         "--policy.type=act", "--steps=7", "--x=null", "--y=true"]
     with pytest.raises(UsageError, match="unknown hyperparameter entry__jobs"):
         split_hyperparameters({"entry__jobs": "x"})
+
+
+@pytest.mark.parametrize(
+    ("hps", "message"),
+    [
+        ({"entry__job": "null"}, "entry__job=None must be a .py script inside the source directory"),
+        ({"entry__job": "../x.py"}, "entry__job='../x.py' must be a .py script inside"),
+        ({"entry__job": "/opt/ml/x.py"}, "entry__job='/opt/ml/x.py' must be a .py script inside"),
+        ({"entry__join_timeout_s": "-1"}, "entry__join_timeout_s=-1.0 must be a finite number > 0"),
+        ({"entry__lost_after_s": "0"}, "entry__lost_after_s=0.0 must be a finite number > 0"),
+        ({"entry__head_wait_s": "inf"}, "entry__head_wait_s=inf must be a finite number > 0"),
+        ({"entry__keep_alive_s": "nan"}, "entry__keep_alive_s=nan must be a finite number >= 0"),
+        ({"entry__stop_timeout_s": "150"}, "entry__stop_timeout_s=150 must be below 120"),
+        ({"entry__preflight": "maybe"}, "entry__preflight='maybe' must be a bool"),
+        ({"entry__head_trains": "null"}, "entry__head_trains='null' must be a bool"),
+        ({"entry__join_timeout_s": "soon"}, "entry__join_timeout_s='soon' must be a float"),
+    ],
+)
+def test_entry_settings_out_of_range_are_named(hps, message):
+    with pytest.raises(UsageError, match=re.escape(message)):
+        split_hyperparameters(hps)
 
 
 @pytest.mark.parametrize(

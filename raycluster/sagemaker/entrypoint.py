@@ -326,6 +326,9 @@ def main() -> int:
         topology = read_topology(os.environ)
         settings, flags = split_hyperparameters(topology.hyperparameters)
         job_script(settings)
+        if not settings.head_trains and len(topology.hosts) == 1:
+            raise UsageError("hyperparameter entry__head_trains=false needs 2 or more hosts: this job's only host "
+                             "is the head, so no host would train")
         # This process talks to the GCS and the Jobs API too: it needs the same credentials as the nodes.
         os.environ.update(auth_env(settings))
         log.info("host %s of %s; head %s; %d GPU(s), %d CPU(s)", topology.current_host, list(topology.hosts),
@@ -345,3 +348,7 @@ def main() -> int:
         write_failure(base, str(exc))
         log.error("%s", exc)
         return 143 if "SIGTERM" in str(exc) else 2 if isinstance(exc, UsageError) else 1
+    except Exception as exc:  # every way out leaves a reason: an unforeseen error too, with its traceback in the log
+        log.exception("unexpected error on this host")
+        write_failure(base, f"unexpected error: {type(exc).__name__}: {exc}")
+        return 1

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from raycluster.errors import UsageError
@@ -63,6 +65,28 @@ class EntrySettings:
     insecure: bool = False
     """True: start even without a Ray auth token in the code (the dashboard and Jobs API then answer
     anyone who reaches the job's network). Off by default: no token, no cluster."""
+
+
+# SageMaker sends SIGKILL this long after SIGTERM: a stop must fit inside it.
+SIGKILL_AFTER_S = 120.0
+POSITIVE = ("join_timeout_s", "head_wait_s", "lost_after_s", "stop_timeout_s")
+
+
+def check_settings(settings: EntrySettings) -> EntrySettings:
+    """Ranges, in one place: a setting out of range stops the job at once, naming the hyperparameter."""
+    for name in (*POSITIVE, "keep_alive_s"):
+        value = getattr(settings, name)
+        if value is None or not math.isfinite(value) or value < 0 or (value == 0 and name in POSITIVE):
+            bound = "> 0" if name in POSITIVE else ">= 0"
+            raise UsageError(f"hyperparameter entry__{name}={value} must be a finite number {bound} (seconds)")
+    if settings.stop_timeout_s >= SIGKILL_AFTER_S:
+        raise UsageError(f"hyperparameter entry__stop_timeout_s={settings.stop_timeout_s:g} must be below "
+                         f"{SIGKILL_AFTER_S:g}: SageMaker kills every host {SIGKILL_AFTER_S:g}s after SIGTERM")
+    job = settings.job
+    if not job or (job != "none" and (Path(job).is_absolute() or ".." in Path(job).parts or not job.endswith(".py"))):
+        raise UsageError(f"hyperparameter entry__job={job!r} must be a .py script inside the source directory "
+                         "(e.g. jobs/train_lerobot.py), or none")
+    return settings
 
 
 def encode_value(value: Any) -> str:
@@ -113,10 +137,10 @@ def split_hyperparameters(hps: dict[str, Any]) -> tuple[EntrySettings, list[str]
             raise UsageError(f"unknown hyperparameter {key}; known: {', '.join('entry__' + n for n in fields)}")
         kind = {"float": float, "bool": _boolean}.get(fields[field].type, str)
         try:
-            settings[field] = None if text in ("null", "") else kind(text)
+            settings[field] = None if text in ("null", "") and fields[field].type != "bool" else kind(text)
         except (TypeError, ValueError):
             raise UsageError(f"hyperparameter {key}={text!r} must be a {fields[field].type}") from None
-    return EntrySettings(**settings), flags
+    return check_settings(EntrySettings(**settings)), flags
 
 
 def to_hyperparameters(flags: list[str]) -> dict[str, str]:
