@@ -1,4 +1,4 @@
-# Two set-up commands: `make demo` and `make test`. Both create or refresh .venv first (fast when current).
+# Two set-up commands: `make demo` and `make test`. `make bench ARGS="--only recovery"` passes options on. Both create or refresh .venv first (fast when current).
 SHELL := /bin/bash
 VENV := .venv
 # A working python3.12 first (a user's machine), else the newest 3.12 that pyenv has.
@@ -35,7 +35,7 @@ test: venv
 	$(VENV)/bin/python -m pytest -q -ra
 
 bench: venv
-	$(VENV)/bin/python -m bench
+	$(VENV)/bin/python -m bench $(ARGS)
 
 clean:
 	rm -rf outputs .pytest_cache

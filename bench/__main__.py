@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from raycluster.training.summary import read_summary
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
+RECOVERY_STEPS = 40
 
 
 class Bench:
@@ -39,6 +41,8 @@ class Bench:
         self.rows: list[tuple[str, str, float, float, str, str]] = []
 
     def run(self, cmd: list[str]) -> tuple[float, str]:
+        print(f"bench: {' '.join(Path(c).name if c.startswith('/') and i == 0 else c for i, c in enumerate(cmd[:5]))} ...",
+              flush=True)
         started = time.perf_counter()
         result = subprocess.run(cmd, capture_output=True, text=True, env=self.env, cwd=REPO)
         if result.returncode != 0:
@@ -79,7 +83,8 @@ class Bench:
     def recovery(self) -> None:
         cmd = [sys.executable, "-m", "raycluster", "train", f"--cluster.num_workers={self.workers}",
                "--cluster.max_failures=1", f"--cluster.checkpoint_dir={self.work / 'rec-root'}", *self.flags,
-               "--steps=40", "--save_freq=5", "--log_freq=1", f"--output_dir={self.work / 'rec'}"]
+               f"--steps={RECOVERY_STEPS}", "--save_freq=5", "--log_freq=1", f"--output_dir={self.work / 'rec'}"]
+        print(f"bench: recovery, rank 1 killed after the first checkpoint ({RECOVERY_STEPS} steps) ...", flush=True)
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self.env, cwd=REPO)
         pids, killed, resumed = {}, None, None
         manifest = self.work / "rec-root" / "checkpoints" / "000005" / "raycluster_manifest.json"
@@ -97,7 +102,8 @@ class Bench:
         self.rows.append(("recovery", "kill -> first resumed step s", float("nan"), seconds, "", "< 20 s"))
 
     def print(self) -> None:
-        print(f"\ntiny ACT, {self.workers} CPU workers, batch 4 per worker, {self.steps} steps; work dir {self.work}")
+        print(f"\ntiny ACT, {self.workers} CPU workers, batch 4 per worker; training and checkpoints {self.steps} steps, "
+              f"recovery {RECOVERY_STEPS} steps")
         print(f"{'part':<12}{'metric':<34}{'baseline':>10}{'raycluster':>12}{'ratio/diff':>14}  goal")
         for part, metric, base, mine, rel, goal in self.rows:
             base_text = "" if base != base else f"{base:.2f}"
@@ -109,12 +115,20 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=80)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--only", choices=["training", "checkpoints", "recovery"])
+    parser.add_argument("--keep", action="store_true", help="keep the work dir (datasets, runs, checkpoints)")
     args = parser.parse_args()
     bench = Bench(args.steps, args.workers)
-    for part, run in (("training", bench.training), ("checkpoints", bench.checkpoint_stall), ("recovery", bench.recovery)):
-        if args.only in (None, part):
-            run()
-    bench.print()
+    try:
+        for part, run in (("training", bench.training), ("checkpoints", bench.checkpoint_stall),
+                          ("recovery", bench.recovery)):
+            if args.only in (None, part):
+                run()
+        bench.print()
+    finally:
+        if args.keep:
+            print(f"work dir kept: {bench.work}")
+        else:
+            shutil.rmtree(bench.work, ignore_errors=True)
 
 
 if __name__ == "__main__":

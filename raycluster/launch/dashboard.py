@@ -32,11 +32,20 @@ def port_forward_command(job_name: str, local_port: int, region: str | None) -> 
 
 def instructions(job_name: str, local_port: int, region: str | None) -> str:
     token = token_path(job_name)
-    where = (f"the token is in {token} (saved when you launched the job)" if token.exists() else
-             "the token is the file .raycluster/auth_token in the job's code channel (input/code in S3)")
-    return "\n".join([
-        shlex.join(port_forward_command(job_name, local_port, region)),
-        f"# then open http://localhost:{local_port} and sign in with the job's Ray token: {where}",
-        f"# submit your own job: RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={token} "
-        f"ray job submit --address http://localhost:{local_port} -- python jobs/cluster_info.py",
-    ])
+    lines = [shlex.join(port_forward_command(job_name, local_port, region))]
+    if token.exists():
+        lines.append(f"# then open http://localhost:{local_port} and sign in with the job's Ray token: {token} "
+                     "(saved when you launched the job)")
+    else:
+        # Not launched from this machine: the token travels only with the job's code.
+        lines += [
+            f"# no token for {job_name} on this machine ({token} does not exist: the job was launched elsewhere).",
+            "# It is .raycluster/auth_token in the job's code channel; fetch it with:",
+            f"#   mkdir -p {token.parent} && (umask 077; aws s3 cp $(aws sagemaker describe-training-job --training-job-name {job_name} "
+            "--query \"InputDataConfig[?ChannelName=='code'].DataSource.S3DataSource.S3Uri\" --output text)"
+            f"/.raycluster/auth_token {token})",
+            f"# then open http://localhost:{local_port} and sign in with it",
+        ]
+    lines.append(f"# submit your own job: RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={token} "
+                 f"ray job submit --address http://localhost:{local_port} -- python jobs/cluster_info.py")
+    return "\n".join(lines)

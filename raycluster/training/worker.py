@@ -15,7 +15,6 @@ import ray.train
 import torch.distributed as dist
 
 from raycluster.checkpoints.transfer import Shipper, fetch_directory, send_directory
-from raycluster.checkpoints.transfer import Shipper, fetch_directory, send_directory
 from raycluster.training.lerobot_config import checkpoints_dir, flag_value, lerobot_argv, parse_train_config
 from raycluster.training.recorder import StepRecorder
 
