@@ -1,12 +1,14 @@
 """The checkpoint keeper: complete-only publishing, verification, quarantine, retention, S3."""
 
 import json
+import logging
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import boto3
 import pytest
@@ -103,7 +105,7 @@ def test_a_manifest_naming_files_outside_its_checkpoint_is_quarantined(local_ray
     assert (tmp_path / "root" / "secret").read_text() == "s"
 
 
-def test_s3_root_publishes_manifest_last_and_resumes(local_ray, s3_endpoint, tmp_path):
+def test_s3_root_publishes_manifest_last_and_resumes(local_ray, s3_endpoint, tmp_path, caplog):
     # The module's Ray cluster started before the endpoint existed: hand the keeper its address.
     keeper = CheckpointKeeper.options(runtime_env={"env_vars": s3_endpoint}).remote("s3://ckpts/run1")
     send_directory(keeper, fake_checkpoint(tmp_path / "src" / "000003"), "000003")
@@ -113,9 +115,17 @@ def test_s3_root_publishes_manifest_last_and_resumes(local_ray, s3_endpoint, tmp
     boto3.client("s3").put_object(Bucket="ckpts", Key="run1/checkpoints/000009/pretrained_model/model.safetensors", Body=b"half")
     assert ray.get(keeper.newest_complete.remote()) == "000003"
     assert S3Store("s3://ckpts/run1/checkpoints").names() == ["000003"]
-    target = tmp_path / "back" / "000003"
-    fetch_directory(keeper, "000003", target)
-    assert (target / "training_state" / "training_step.json").read_text() == '{"step": 1}'
+    # Two nodes fetch it at once through the keeper's concurrent calls: each object is downloaded from S3
+    # once and checked once, and neither fetch deletes what the other is reading.
+    with caplog.at_level(logging.INFO, logger="werkzeug"):
+        targets = [tmp_path / "back" / "000003", tmp_path / "other-node" / "000003"]
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(lambda target: fetch_directory(keeper, "000003", target), targets))
+    for target in targets:
+        assert (target / "training_state" / "training_step.json").read_text() == '{"step": 1}'
+    gets = [r.getMessage() for r in caplog.records if '"GET /ckpts/run1/checkpoints/000003/' in r.getMessage()]
+    model_gets = [g for g in gets if "model.safetensors" in g]
+    assert len(model_gets) == 1, gets
 
 
 COMMON = ["--batch_size=4", "--num_workers=0", "--seed=1", "--log_freq=1"]

@@ -9,6 +9,7 @@ import json
 import logging
 import shutil
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Protocol
@@ -108,6 +109,9 @@ class S3Store:
         self.url, self.bucket, self.prefix = url, bucket, prefix.strip("/")
         self.s3 = client or boto3.client("s3")
         self._cache: Path | None = None  # made on the first download: most stores (the driver's) never need it
+        # The keeper serves chunks from several threads: one download and one check per checkpoint, ever.
+        self._downloads = threading.Lock()
+        self._verified: dict[str, Path] = {}
 
     def _key(self, *parts: str) -> str:
         return "/".join(p for p in (self.prefix, *parts) if p)
@@ -158,30 +162,36 @@ class S3Store:
         source = self._key(name) + "/"
         target = self._key(QUARANTINE, f"{name}-{time.strftime('%Y%m%d-%H%M%S')}") + "/"
         for key in self._objects(source):
-            self.s3.copy_object(Bucket=self.bucket, Key=target + key[len(source):],
-                                CopySource={"Bucket": self.bucket, "Key": key})
+            # The managed copy: a single CopyObject stops at 5 GB, a policy's weights may not.
+            self.s3.copy({"Bucket": self.bucket, "Key": key}, self.bucket, target + key[len(source):])
         self.delete(name)
         log.warning("checkpoint s3://%s/%s is incomplete (%s): moved aside to s3://%s/%s",
                     self.bucket, source, reason, self.bucket, target)
 
     def delete(self, name: str) -> None:
-        for key in self._objects(self._key(name) + "/"):
-            self.s3.delete_object(Bucket=self.bucket, Key=key)
+        keys = list(self._objects(self._key(name) + "/"))
+        for start in range(0, len(keys), 1000):  # DeleteObjects takes 1000 keys a call
+            self.s3.delete_objects(Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in keys[start:start + 1000]]})
 
     def local_copy(self, name: str) -> Path:
-        """Downloaded once into a cache on the keeper's node; checked against the manifest."""
-        self._cache = self._cache or Path(tempfile.mkdtemp(prefix="raycluster-s3-"))
-        target = self._cache / name
-        if target.exists() and problems(target, self._manifest(name)) is None:
+        """Downloaded once into a cache on the keeper's node, checked against the manifest once."""
+        with self._downloads:
+            if name in self._verified:
+                return self._verified[name]
+            self._cache = self._cache or Path(tempfile.mkdtemp(prefix="raycluster-s3-"))
+            target = self._cache / name
+            shutil.rmtree(target, ignore_errors=True)
+            manifest = self._manifest(name) or {}
+            # Only what the manifest lists, each inside the checkpoint: a stray key names nothing on this host.
+            for relpath in [*manifest, MANIFEST]:
+                path = within(target, relpath)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self.s3.download_file(self.bucket, self._key(name, relpath), str(path))
+            reason = problems(target, manifest)
+            if reason is not None:
+                raise RuntimeError(f"checkpoint s3://{self.bucket}/{self._key(name)} changed while it was read: {reason}")
+            self._verified[name] = target
             return target
-        shutil.rmtree(target, ignore_errors=True)
-        manifest = self._manifest(name) or {}
-        # Only what the manifest lists, each inside the checkpoint: a stray key names nothing on this host.
-        for relpath in [*manifest, MANIFEST]:
-            path = within(target, relpath)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self.s3.download_file(self.bucket, self._key(name, relpath), str(path))
-        return target
 
     def __str__(self) -> str:
         return self.url
