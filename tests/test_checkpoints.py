@@ -144,6 +144,25 @@ def test_training_resumes_from_s3(dataset, s3_endpoint, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small filesystem needs root")
+def test_a_checkpoint_that_cannot_be_published_fails_the_run_naming_it(dataset, tmp_path):
+    # A checkpoint root on a 1 MiB filesystem: every ~130 MB checkpoint fails to publish (disk full).
+    root = tmp_path / "full"
+    root.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(root)], check=True)
+    try:
+        result = run_cli("train", "--cluster.num_workers=1", f"--cluster.checkpoint_dir={root}", *dataset_flags(dataset),
+                         *TINY_ACT, *COMMON, "--steps=4", "--save_freq=2", f"--output_dir={tmp_path}/out")
+    finally:
+        subprocess.run(["umount", "-l", str(root)], check=True)
+    assert result.returncode == 1, result.stderr[-3000:]
+    error = [line for line in result.stderr.splitlines() if line.startswith("raycluster train:")]
+    assert error and "checkpoint 000004 was not published" in error[-1] and "No space left" in error[-1], result.stderr[-3000:]
+    summary = read_summary(tmp_path / "out")
+    assert summary["final_step"] == 4 and "000004" in summary["uploads_failed"]  # training itself went on to the end
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("victim", [1, 0])
 def test_a_killed_worker_resumes_from_the_last_complete_checkpoint(dataset, tmp_path, victim):
     ckpt = tmp_path / "ckpt"

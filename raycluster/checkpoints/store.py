@@ -63,7 +63,14 @@ class LocalStore:
         try:
             staged.rename(incoming)
         except OSError:
-            shutil.copytree(staged, incoming)
+            try:
+                shutil.copytree(staged, incoming)
+            except (OSError, shutil.Error) as exc:
+                shutil.rmtree(incoming, ignore_errors=True)  # a full disk keeps nothing half-copied
+                shutil.rmtree(staged, ignore_errors=True)
+                # shutil.Error lists (source, target, why) for every file; the first why says it all.
+                why = exc.args[0][0][2] if isinstance(exc, shutil.Error) else str(exc)
+                raise OSError(f"cannot publish checkpoint {name} into {self.root}: {why}") from None
             shutil.rmtree(staged)
         final = self.root / name
         if final.exists():

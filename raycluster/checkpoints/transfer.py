@@ -73,6 +73,8 @@ class Shipper:
         self._busy = False
         self._cond = threading.Condition()
         self.skipped: list[str] = []
+        self.failed: dict[str, str] = {}
+        """Checkpoint name -> why its upload failed (read at the end: a lost newest checkpoint fails the run)."""
         threading.Thread(target=self._run, name="checkpoint-shipper", daemon=True).start()
 
     def submit(self, checkpoint_dir: Path) -> None:
@@ -93,7 +95,10 @@ class Shipper:
             try:
                 send_directory(self.keeper, source, source.name)
             except Exception as exc:  # an upload failure must not stop training; the next save retries
-                log.error("upload of checkpoint %s failed: %s", source.name, exc)
+                cause = getattr(exc, "cause", None) or exc  # Ray wraps the keeper's own error
+                self.failed[source.name] = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
+                log.error("upload of checkpoint %s failed (training goes on; the next save retries): %s",
+                          source.name, self.failed[source.name])
             with self._cond:
                 self._busy = False
                 self._cond.notify_all()

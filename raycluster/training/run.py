@@ -112,6 +112,7 @@ def run_training(cluster: ClusterConfig, lerobot_args: list[str]) -> RunSummary:
         effective_batch_size=cfg.batch_size * stats["world_size"],
         output_dir=str(output_dir),
         uploads_skipped=stats["uploads_skipped"],
+        uploads_failed=stats["uploads_failed"],
     )
     path = summary.write(output_dir)
     if cluster.model_dir:
@@ -121,6 +122,9 @@ def run_training(cluster: ClusterConfig, lerobot_args: list[str]) -> RunSummary:
         summary.final_step, summary.steps, summary.loss_first or float("nan"), summary.loss_last or float("nan"),
         summary.samples_per_s or 0.0, summary.checkpoints, summary.wall_s, path,
     )
+    if stats["lost"]:
+        # Training went on meanwhile, but a run whose newest checkpoint is not where it must be is no success.
+        raise TrainingFailed(stats["lost"])
     if summary.checkpoints:
         log.info("trained policy: %s (LeRobot loads it with <Policy>.from_pretrained(path))",
                  checkpoints_dir(output_dir) / "last" / "pretrained_model")

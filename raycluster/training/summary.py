@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 SUMMARY_NAME = "raycluster_summary.json"
@@ -33,6 +33,9 @@ class RunSummary:
     output_dir: str
     uploads_skipped: list[str]
     """Checkpoints superseded by a newer one before their upload started (the queue holds one)."""
+    uploads_failed: dict[str, str] = field(default_factory=dict)
+    """Checkpoint -> why its upload failed. A later published checkpoint covers it; a lost newest one
+    fails the run (exit 1, the step and the cause in the error)."""
 
     def write(self, output_dir: Path) -> Path:
         path = Path(output_dir) / SUMMARY_NAME

@@ -186,8 +186,13 @@ def train_loop_per_worker(config: dict) -> dict | None:
     if worker.model_keeper is not None:
         final = newest_checkpoint(output_dir) or checkpoints_dir(output_dir) / start.from_keeper
         send_directory(worker.model_keeper, final / "pretrained_model", "pretrained_model")
+    lost = None
     if worker.checkpoint_keeper is not None:
         saved = ray.get(worker.checkpoint_keeper.complete_steps.remote())
+        newest = newest_checkpoint(output_dir)
+        if newest is not None and int(newest.name) not in saved:
+            lost = (f"checkpoint {newest.name} was not published to the checkpoint root: "
+                    f"{shipper.failed.get(newest.name, 'its upload never completed')}")
     else:
         saved = sorted(int(p.name) for p in checkpoints_dir(output_dir).glob("[0-9]*") if p.is_dir())
     return {
@@ -203,5 +208,7 @@ def train_loop_per_worker(config: dict) -> dict | None:
         "checkpoints": saved,
         "resumed_from": start.resumed_from,
         "uploads_skipped": shipper.skipped if shipper else [],
+        "uploads_failed": shipper.failed if shipper else {},
+        "lost": lost,
         "train_s": time.perf_counter() - started,
     }
