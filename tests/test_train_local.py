@@ -80,3 +80,11 @@ def test_same_losses_as_torchrun_lerobot_train(dataset, tmp_path):
     expected = logged_losses(baseline.stdout + baseline.stderr)
     assert sorted(expected) == [1, 2, 3]
     assert logged_losses(ours.stdout + ours.stderr) == expected
+
+
+def test_a_run_that_saves_no_checkpoint_still_ends_well_with_a_model_dir(dataset, tmp_path):
+    # As on SageMaker, where the model dir is always set: --save_checkpoint=false leaves nothing to publish.
+    result = train(dataset, *TINY_ACT, "--steps=2", "--save_checkpoint=false", f"--output_dir={tmp_path / 'out'}",
+                   f"--cluster.model_dir={tmp_path / 'model'}", workers=1)
+    assert "nothing to publish to the model dir" in result.stdout + result.stderr
+    assert read_summary(tmp_path / "model")["final_step"] == 2

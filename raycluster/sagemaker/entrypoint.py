@@ -268,6 +268,9 @@ def run_worker(topology: Topology, settings: EntrySettings, stop: threading.Even
             if stop.is_set():
                 return SIGTERM_EXIT
             if not node.alive():
+                if not gcs_reachable(head_ip):  # the node leaves when it loses the head: name the cause
+                    raise HostFailure(f"head {topology.head_host} unreachable and this host's Ray node gone with it; "
+                                      "the job's head host failed")
                 raise HostFailure(f"the Ray node on {topology.current_host} exited (code {node.process.returncode}); "
                                   f"see {node.spec.temp_dir}/ray-start.log")
             try:

@@ -72,6 +72,20 @@ def newest_checkpoint(output_dir: Path) -> Path | None:
     return last.resolve() if last.exists() else None
 
 
+def final_checkpoint(worker: WorkerConfig, output_dir: Path) -> Path | None:
+    """The newest checkpoint of the run: this node's ``last``, unless the keeper holds a newer complete
+    one (a restart resumed past what this node saved), which is then fetched here first."""
+    local = newest_checkpoint(output_dir)
+    if worker.checkpoint_keeper is None:
+        return local
+    name = ray.get(worker.checkpoint_keeper.newest_complete.remote())
+    if name is None or (local is not None and int(local.name) >= int(name)):
+        return local
+    target = checkpoints_dir(output_dir) / name
+    fetch_directory(worker.checkpoint_keeper, name, target)
+    return target
+
+
 def resume_flags(output_dir: Path, step_dir: str, steps: int) -> list[str]:
     config_path = checkpoints_dir(output_dir) / step_dir / "pretrained_model" / "train_config.json"
     return ["--resume=true", f"--config_path={config_path}", f"--output_dir={output_dir}", f"--steps={steps}"]
@@ -184,8 +198,11 @@ def train_loop_per_worker(config: dict) -> dict | None:
     if shipper is not None:
         shipper.drain()
     if worker.model_keeper is not None:
-        final = newest_checkpoint(output_dir) or checkpoints_dir(output_dir) / start.from_keeper
-        send_directory(worker.model_keeper, final / "pretrained_model", "pretrained_model")
+        final = final_checkpoint(worker, output_dir)
+        if final is None:
+            log.warning("no checkpoint was saved (--save_checkpoint=false?): nothing to publish to the model dir")
+        else:
+            send_directory(worker.model_keeper, final / "pretrained_model", "pretrained_model")
     lost = None
     if worker.checkpoint_keeper is not None:
         saved = ray.get(worker.checkpoint_keeper.complete_steps.remote())
