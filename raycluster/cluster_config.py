@@ -30,6 +30,10 @@ class ClusterConfig:
     model_dir: str = ""
     """Where rank 0's final ``pretrained_model/`` is published, on the driver's node (``/opt/ml/model`` on
     SageMaker); empty: only in LeRobot's output_dir."""
+    staging_dir: str = ""
+    """Where the keeper assembles a checkpoint before renaming it into place: on the checkpoint root's
+    filesystem but outside any directory that is synced as it changes (SageMaker: ``/opt/ml/raycluster-staging``,
+    outside ``/opt/ml/checkpoints``); empty: a temporary directory."""
     mixed_precision: str = "auto"
     """``auto`` follows LeRobot's own flags (``policy.dtype``, else ``policy.use_amp``, which means fp16
     on CUDA); ``bf16``/``fp16``/``no`` override it, for policies such as ACT that have no dtype flag."""
@@ -50,6 +54,8 @@ class ClusterConfig:
             if "://" in value and not value.startswith("s3://"):
                 raise UsageError(f"--cluster.{name}={value}: only local paths and s3://bucket/prefix (lower case) "
                                  "are understood")
+        if "://" in self.staging_dir:
+            raise UsageError(f"--cluster.staging_dir={self.staging_dir}: a local directory on the checkpoint root's filesystem")
         if not self.address:
             raise UsageError("--cluster.address must be local, auto or HOST:PORT")
 

@@ -76,6 +76,17 @@ def test_published_checkpoints_are_whole_and_bad_ones_are_moved_aside(local_ray,
     assert not fetch_directory(keeper, "000002", target)  # already there and intact
 
 
+def test_a_staging_dir_beside_the_root_puts_each_checkpoint_in_place_by_one_rename(local_ray, tmp_path):
+    # SageMaker uploads whatever appears under /opt/ml/checkpoints: nothing partial, nothing hidden may appear there.
+    keeper = CheckpointKeeper.remote(str(tmp_path / "synced" / "lerobot"), 0, None, str(tmp_path / "staging"))
+    send_directory(keeper, fake_checkpoint(tmp_path / "src" / "000001", b"s" * 1000), "000001")
+    send_directory(keeper, fake_checkpoint(tmp_path / "src2" / "000001", b"t" * 1000), "000001")  # republished
+    root = tmp_path / "synced" / "lerobot" / "checkpoints"
+    assert [p.name for p in root.iterdir()] == ["000001"]
+    assert (root / "000001" / "pretrained_model" / "model.safetensors").read_bytes() == b"t" * 1000
+    assert not any(p.is_file() for p in (tmp_path / "staging").rglob("*"))
+
+
 def test_retention_keeps_exactly_k(local_ray, tmp_path):
     keeper = CheckpointKeeper.remote(str(tmp_path / "root"), 2)
     for step in range(1, 6):

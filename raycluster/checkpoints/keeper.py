@@ -26,11 +26,13 @@ log = logging.getLogger(__name__)
 
 @ray.remote(num_cpus=0, max_concurrency=4)
 class CheckpointKeeper:
-    def __init__(self, root: str, keep: int = 0, store=None):
+    def __init__(self, root: str, keep: int = 0, store=None, staging_dir: str = ""):
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
         self.store = store or open_store(root)
         self.keep = keep
-        self.staging = Path(tempfile.mkdtemp(prefix="raycluster-staging-"))
+        if staging_dir:
+            Path(staging_dir).mkdir(parents=True, exist_ok=True)
+        self.staging = Path(tempfile.mkdtemp(prefix="raycluster-staging-", dir=staging_dir or None))
 
     # -- receiving -------------------------------------------------------------------------------
     def begin(self) -> str:
@@ -108,10 +110,11 @@ class CheckpointKeeper:
         return [int(n) for n in self.store.names() if self.store.problems(n) is None]
 
 
-def keeper_on_this_node(root: str, keep: int = 0, local_name_root: bool = False):
+def keeper_on_this_node(root: str, keep: int = 0, local_name_root: bool = False, staging_dir: str = ""):
     """A keeper pinned to the caller's node (the driver's). ``local_name_root``: ``root`` itself holds
-    the published names (e.g. ``/opt/ml/model/pretrained_model``), not ``root/checkpoints``."""
+    the published names (e.g. ``/opt/ml/model/pretrained_model``), not ``root/checkpoints``.
+    ``staging_dir``: where checkpoints are assembled, on the root's filesystem (default: a temp dir)."""
     node_id = ray.get_runtime_context().get_node_id()
     return CheckpointKeeper.options(
         scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
-    ).remote(root, keep, LocalStore(Path(root)) if local_name_root else None)
+    ).remote(root, keep, LocalStore(Path(root)) if local_name_root else None, staging_dir)

@@ -5,6 +5,7 @@ A published checkpoint is a directory (``<name>/...``) whose manifest was writte
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import shutil
@@ -57,30 +58,38 @@ class LocalStore:
         return by_step(p.name for p in self.root.iterdir() if p.is_dir())
 
     def publish(self, staged: Path, name: str) -> None:
-        # A rename is atomic only within one mount: staging elsewhere (the keeper's /tmp) is first copied
-        # next to the root, under a name no reader takes for a checkpoint.
+        # A rename is atomic: staged on the root's filesystem (the keeper's staging dir; on SageMaker outside
+        # the synced /opt/ml/checkpoints), the checkpoint appears whole, and nothing partial is ever seen.
+        try:
+            self._swap_in(staged, name)
+            return
+        except OSError as exc:
+            if exc.errno != errno.EXDEV:
+                raise
+        # Staged on another filesystem: copied next to the root first, under a name no reader takes for a
+        # checkpoint (SageMaker's sync does see it: give the keeper a staging dir on the root's filesystem).
         incoming = self.root / f".incoming-{name}-{time.time_ns()}"
         try:
-            staged.rename(incoming)
-        except OSError:
-            try:
-                shutil.copytree(staged, incoming)
-            except (OSError, shutil.Error) as exc:
-                shutil.rmtree(incoming, ignore_errors=True)  # a full disk keeps nothing half-copied
-                shutil.rmtree(staged, ignore_errors=True)
-                # shutil.Error lists (source, target, why) for every file; the first why says it all.
-                why = exc.args[0][0][2] if isinstance(exc, shutil.Error) else str(exc)
-                raise OSError(f"cannot publish checkpoint {name} into {self.root}: {why}") from None
-            shutil.rmtree(staged)
+            shutil.copytree(staged, incoming)
+        except (OSError, shutil.Error) as exc:
+            shutil.rmtree(incoming, ignore_errors=True)  # a full disk keeps nothing half-copied
+            shutil.rmtree(staged, ignore_errors=True)
+            # shutil.Error lists (source, target, why) for every file; the first why says it all.
+            why = exc.args[0][0][2] if isinstance(exc, shutil.Error) else str(exc)
+            raise OSError(f"cannot publish checkpoint {name} into {self.root}: {why}") from None
+        shutil.rmtree(staged)
+        self._swap_in(incoming, name)
+
+    def _swap_in(self, source: Path, name: str) -> None:
         final = self.root / name
         if final.exists():
             # The old copy is renamed away first, so `final` is always whole or absent.
             old = self.root / f".replaced-{name}-{time.time_ns()}"
             final.rename(old)
-            incoming.rename(final)
+            source.rename(final)
             shutil.rmtree(old)
         else:
-            incoming.rename(final)
+            source.rename(final)
 
     def problems(self, name: str) -> str | None:
         path = self.root / name

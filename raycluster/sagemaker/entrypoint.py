@@ -71,6 +71,8 @@ def job_flags(topology: Topology, settings: EntrySettings, flags: list[str]) -> 
         f"--cluster.use_gpu={'true' if use_gpu else 'false'}",
         f"--cluster.model_dir={topology.model_dir}",
         f"--cluster.checkpoint_dir={topology.checkpoint_dir / 'lerobot'}",
+        # SageMaker uploads whatever appears under /opt/ml/checkpoints: checkpoints are assembled beside it.
+        f"--cluster.staging_dir={topology.base / 'raycluster-staging'}",
         f"--output_dir={SCRATCH / 'train'}",
     ]
     if not use_gpu:

@@ -20,7 +20,7 @@ from raycluster.errors import UsageError
 INPUTS = ("dataset.root", "config_path")
 MAYBE_LOCAL = ("policy.path",)
 OUTPUTS = ("output_dir",)
-CLUSTER_OUTPUTS = ("checkpoint_dir", "model_dir")
+CLUSTER_OUTPUTS = ("checkpoint_dir", "model_dir", "staging_dir")
 
 
 def in_ray_working_dir_copy(cwd: Path) -> bool:

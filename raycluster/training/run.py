@@ -70,8 +70,10 @@ def run_training(cluster: ClusterConfig, lerobot_args: list[str]) -> RunSummary:
     with ray_cluster(cluster.address):
         check_capacity(cluster.num_workers, cluster.use_gpu, cluster.cpus_per_worker)
         journal = RunJournal.remote()
-        model_keeper = keeper_on_this_node(cluster.model_dir, local_name_root=True) if cluster.model_dir else None
-        checkpoint_keeper = (keeper_on_this_node(cluster.checkpoint_dir, cluster.keep_checkpoints)
+        model_keeper = (keeper_on_this_node(cluster.model_dir, local_name_root=True, staging_dir=cluster.staging_dir)
+                        if cluster.model_dir else None)
+        checkpoint_keeper = (keeper_on_this_node(cluster.checkpoint_dir, cluster.keep_checkpoints,
+                                                 staging_dir=cluster.staging_dir)
                              if cluster.checkpoint_dir else None)
         trainer = TorchTrainer(
             train_loop_per_worker,
