@@ -87,6 +87,18 @@ def test_a_staging_dir_beside_the_root_puts_each_checkpoint_in_place_by_one_rena
     assert not any(p.is_file() for p in (tmp_path / "staging").rglob("*"))
 
 
+def test_retention_spares_a_checkpoint_that_is_being_fetched(local_ray, tmp_path):
+    # A restarted worker group fetches 000001 while the previous attempt still publishes newer ones.
+    keeper = CheckpointKeeper.remote(str(tmp_path / "root"), 1)
+    send_directory(keeper, fake_checkpoint(tmp_path / "src" / "000001", b"1" * 1000), "000001")
+    ray.get(keeper.manifest.remote("000001"))  # a fetch has begun
+    send_directory(keeper, fake_checkpoint(tmp_path / "src" / "000002", b"2" * 1000), "000002")
+    assert ray.get(keeper.complete_steps.remote()) == [1, 2]
+    ray.get(keeper.release.remote("000001"))  # ... and ended
+    send_directory(keeper, fake_checkpoint(tmp_path / "src" / "000003", b"3" * 1000), "000003")
+    assert ray.get(keeper.complete_steps.remote()) == [3]
+
+
 def test_retention_keeps_exactly_k(local_ray, tmp_path):
     keeper = CheckpointKeeper.remote(str(tmp_path / "root"), 2)
     for step in range(1, 6):

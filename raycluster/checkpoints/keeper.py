@@ -12,7 +12,9 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
 import uuid
+from collections import Counter
 from pathlib import Path
 
 import ray
@@ -33,6 +35,11 @@ class CheckpointKeeper:
         if staging_dir:
             Path(staging_dir).mkdir(parents=True, exist_ok=True)
         self.staging = Path(tempfile.mkdtemp(prefix="raycluster-staging-", dir=staging_dir or None))
+        # A restarted worker group fetches while the previous attempt's publish may still run (calls come
+        # from several threads): retention spares what is being read, quarantine what is being published.
+        self._lock = threading.Lock()
+        self._readers: Counter[str] = Counter()
+        self._publishing: set[str] = set()
 
     # -- receiving -------------------------------------------------------------------------------
     def begin(self) -> str:
@@ -56,7 +63,13 @@ class CheckpointKeeper:
             shutil.rmtree(staged)
             raise RuntimeError(f"checkpoint {name}: received files differ from the sender's manifest")
         (staged / MANIFEST).write_text(json.dumps(manifest, indent=1))
-        self.store.publish(staged, name)
+        with self._lock:
+            self._publishing.add(name)
+        try:
+            self.store.publish(staged, name)
+        finally:
+            with self._lock:
+                self._publishing.discard(name)
         log.info("published checkpoint %s to %s", name, self.store)
         if name.isdigit():
             self._retain()
@@ -85,6 +98,10 @@ class CheckpointKeeper:
             return
         complete = [n for n in self.store.names() if self.store.problems(n) is None]
         for name in complete[: -self.keep]:
+            with self._lock:
+                if self._readers[name]:
+                    log.info("retention: checkpoint %s is being fetched; deleted at a later save", name)
+                    continue
             self.store.delete(name)
             log.info("retention (keep %d): deleted checkpoint %s", self.keep, name)
 
@@ -92,6 +109,9 @@ class CheckpointKeeper:
     def newest_complete(self) -> str | None:
         """The newest checkpoint that passes its manifest; incomplete ones are moved aside, not deleted."""
         for name in reversed(self.store.names()):
+            with self._lock:
+                if name in self._publishing:  # not complete yet, and not broken either
+                    continue
             reason = self.store.problems(name)
             if reason is None:
                 return name
@@ -99,7 +119,18 @@ class CheckpointKeeper:
         return None
 
     def manifest(self, name: str) -> dict[str, dict]:
-        return json.loads((self.store.local_copy(name) / MANIFEST).read_text())
+        """The start of a fetch: ``name`` is kept until ``release``."""
+        with self._lock:
+            self._readers[name] += 1
+        try:
+            return json.loads((self.store.local_copy(name) / MANIFEST).read_text())
+        except Exception:
+            self.release(name)
+            raise
+
+    def release(self, name: str) -> None:
+        with self._lock:
+            self._readers[name] -= 1
 
     def read(self, name: str, relpath: str, offset: int) -> bytes:
         with within(self.store.local_copy(name), relpath).open("rb") as f:

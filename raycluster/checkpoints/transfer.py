@@ -43,17 +43,20 @@ def send_directory(keeper, source: Path, name: str) -> str:
 
 def fetch_directory(keeper, name: str, target: Path) -> bool:
     """Make ``target`` hold the keeper's ``name``; fetched only if missing or different. True if fetched."""
-    manifest = ray.get(keeper.manifest.remote(name))
-    if target.is_dir() and problems(target, manifest) is None:
-        return False
-    staged = target.with_name(f".{target.name}.fetching-{os.getpid()}")
-    shutil.rmtree(staged, ignore_errors=True)
-    for relpath in manifest:
-        path = within(staged, relpath)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("wb") as f:
-            while data := ray.get(keeper.read.remote(name, relpath, f.tell())):
-                f.write(data)
+    manifest = ray.get(keeper.manifest.remote(name))  # holds `name` against retention until released
+    try:
+        if target.is_dir() and problems(target, manifest) is None:
+            return False
+        staged = target.with_name(f".{target.name}.fetching-{os.getpid()}")
+        shutil.rmtree(staged, ignore_errors=True)
+        for relpath in manifest:
+            path = within(staged, relpath)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("wb") as f:
+                while data := ray.get(keeper.read.remote(name, relpath, f.tell())):
+                    f.write(data)
+    finally:
+        keeper.release.remote(name)
     if target.exists():
         shutil.rmtree(target)
     staged.rename(target)
