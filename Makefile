@@ -32,7 +32,7 @@ demo: venv
 	$(VENV)/bin/raycluster demo --workdir outputs/demo
 
 test: venv
-	$(VENV)/bin/python -m pytest -q -ra
+	$(VENV)/bin/python -m pytest -q -ra --durations=15
 
 bench: venv
 	$(VENV)/bin/python -m bench $(ARGS)

@@ -210,7 +210,7 @@ def test_the_launched_request_runs_through_sagemakers_driver_on_simulated_hosts(
              "--policy.n_encoder_layers=1", "--policy.n_decoder_layers=1", "--policy.chunk_size=10",
              "--policy.n_action_steps=10", "--steps=3", "--batch_size=4", "--num_workers=0", "--save_freq=3",
              "--job_name=act on two hosts", "--dataset.episodes=[0, 1, 2, 3]", "--entry.join_timeout_s=120",
-             "--cluster.keep_checkpoints=2"]
+             "--entry.preflight=true", "--cluster.keep_checkpoints=2"]
     result = launch(aws, "--instance-type=ml.c5.xlarge", "--instance-count=2", f"--role={ROLE}",
                     f"--output-s3=s3://{BUCKET}/out", f"--dataset-s3=s3://{BUCKET}/data", "--dry-run", *flags)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -223,9 +223,14 @@ def test_the_launched_request_runs_through_sagemakers_driver_on_simulated_hosts(
     assert json.loads(sim.stdout[sim.stdout.rindex('{\n  "hosts"'):])["hosts"] == {
         "algo-1": {"exit_code": 0, "failure": None}, "algo-2": {"exit_code": 0, "failure": None}}
     head = tmp_path / "sim" / "algo-1" / "opt" / "ml"
-    assert "Executing command: exec python -u -m entry" in (tmp_path / "sim" / "algo-1" / "log.txt").read_text()
+    log = (tmp_path / "sim" / "algo-1" / "log.txt").read_text()
+    assert "Executing command: exec python -u -m entry" in log and "cluster formed" in log
+    assert "all-reduce across 2 workers, backend gloo" in log  # the preflight probe ran across both hosts first
     summary = json.loads((head / "model" / "raycluster_summary.json").read_text())
-    assert summary["world_size"] == 2 and summary["final_step"] == 3
+    assert summary["world_size"] == 2 and summary["final_step"] == 3 and summary["backend"] == "gloo"
+    assert (head / "model" / "pretrained_model" / "model.safetensors").is_file()
+    assert "rc" not in "".join(line[:2] for line in subprocess.run(["ip", "netns", "list"], capture_output=True,
+                                                                   text=True).stdout.splitlines())
     config = json.loads((head / "model" / "pretrained_model" / "train_config.json").read_text())
     assert config["job_name"] == "act on two hosts" and config["dataset"]["episodes"] == [0, 1, 2, 3]
     assert (head / "checkpoints" / "lerobot" / "checkpoints" / "000003" / "pretrained_model" / "model.safetensors").is_file()
