@@ -112,7 +112,7 @@ def _session(spec: LaunchSpec, offline: bool):
     bucket = code_bucket(spec) or ("raycluster-dry-run" if offline else None)
 
     class StagingSession(Session):
-        uploads: list[str] = []
+        uploads: list[str]  # set on the instance below: where this session put (or would put) files
 
         def upload_data(self, path, bucket=None, key_prefix="data", callback=None, extra_args=None):
             uri = f"s3://{bucket or self.default_bucket()}/{key_prefix}"
