@@ -15,19 +15,22 @@ fi
 export PYTHONPATH=$PWD:${PYTHONPATH:-} RAY_AUTH_MODE=disabled WANDB_MODE=disabled HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
 
 if [ "${1:-}" = "--cpu" ] || ! "$PY" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())'; then
-  mode=cpu steps=${STEPS:-4} device=cpu use_gpu=false precision=no nproc=1
+  # Small on CPU: this form only proves that the script and its three runs work end to end.
+  mode=cpu steps=${STEPS:-4} device=cpu use_gpu=false precision=no nproc=1 batch=4 loaders=0
+  dataset_size="--episodes 2 --frames 40"
 else
-  mode=gpu steps=${STEPS:-300} device=cuda use_gpu=true precision=bf16
+  mode=gpu steps=${STEPS:-300} device=cuda use_gpu=true precision=bf16 batch=32 loaders=2
+  dataset_size="--episodes 8 --frames 100 --image-size 96"
   nproc=$("$PY" -c 'import torch; print(torch.cuda.device_count())')
   export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 fi
 work=${WORK:-$(mktemp -d)}
 echo "gpu_check: mode=$mode steps=$steps workers=$nproc work=$work"
-"$PY" -m raycluster dataset synthetic --root "$work/dataset" --episodes 8 --frames 100 --image-size 96 >/dev/null
+"$PY" -m raycluster dataset synthetic --root "$work/dataset" $dataset_size >/dev/null
 tiny=$("$PY" -c 'from raycluster.demo import TINY_ACT; print(" ".join(a for a in TINY_ACT if "device" not in a))')
 flags="--dataset.repo_id=raycluster/synthetic --dataset.root=$work/dataset $tiny --policy.device=$device
-  --steps=$steps --batch_size=32 --num_workers=2 --seed=1 --save_freq=$steps --log_freq=$steps"
+  --steps=$steps --batch_size=$batch --num_workers=$loaders --seed=1 --save_freq=$steps --log_freq=$steps"
 
 # Same precision on both sides for the ratio: LeRobot's own use_amp rule.
 [ $mode = gpu ] && amp="--policy.use_amp=true" || amp=""
