@@ -156,7 +156,7 @@ COMMON = ["--batch_size=4", "--num_workers=0", "--seed=1", "--log_freq=1"]
 
 @pytest.mark.slow
 def test_training_resumes_from_s3(dataset, s3_endpoint, tmp_path):
-    flags = ["--cluster.num_workers=2", "--cluster.checkpoint_dir=s3://ckpts/act", *dataset_flags(dataset), *TINY_ACT,
+    flags = ["--cluster.num_workers=1", "--cluster.checkpoint_dir=s3://ckpts/act", *dataset_flags(dataset), *TINY_ACT,
              *COMMON, "--save_freq=3", f"--output_dir={tmp_path}/out"]
     first = run_cli("train", *flags, "--steps=3")
     assert first.returncode == 0, first.stderr[-3000:]
