@@ -50,6 +50,10 @@ def local_torch_release() -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        import sagemaker.train  # noqa: F401 -- the SDK stages the job and provides the container driver
+    except ImportError as exc:
+        raise UsageError(f"the sim runs the SageMaker SDK's own driver: pip install 'raycluster[launch]' ({exc})") from None
     from raycluster.launch.spec import LaunchSpec
     from raycluster.launch.trainer import Staged, stage
     from raycluster.sim.job import SimSpec, run_sim
