@@ -137,8 +137,12 @@ class CheckpointKeeper:
             f.seek(offset)
             return f.read(CHUNK_BYTES)
 
+    def complete_names(self) -> list[str]:
+        """Every complete checkpoint, oldest step first (each one checked against its manifest)."""
+        return [n for n in self.store.names() if self.store.problems(n) is None]
+
     def complete_steps(self) -> list[int]:
-        return [int(n) for n in self.store.names() if self.store.problems(n) is None]
+        return [int(n) for n in self.complete_names()]
 
 
 def keeper_on_this_node(root: str, keep: int = 0, local_name_root: bool = False, staging_dir: str = ""):

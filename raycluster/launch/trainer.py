@@ -185,11 +185,13 @@ def launch(spec: LaunchSpec, wait: bool = False) -> dict:
         trainer = build_trainer(spec, source, session)
         events = session.boto_session.events
         events.register("provide-client-params.sagemaker.CreateTrainingJob", lambda params, **_: captured.update(params))
-        # The token is kept for `raycluster dashboard` as soon as the job exists, not when it ends.
-        events.register("after-call.sagemaker.CreateTrainingJob",
-                        lambda **_: keep_token(captured["TrainingJobName"], token))
         created = []
-        events.register("after-call.sagemaker.CreateTrainingJob", lambda **_: created.append(True))
+
+        def job_created(**_):
+            created.append(True)
+            keep_token(captured["TrainingJobName"], token)  # for `raycluster dashboard`: now, not when it ends
+
+        events.register("after-call.sagemaker.CreateTrainingJob", job_created)
         try:
             trainer.train(input_data_config=[dataset_channel(spec)] if spec.dataset_s3 else None,
                           wait=wait, logs=wait)

@@ -18,7 +18,7 @@ from raycluster.bootstrap import (
     DASHBOARD_PORT, GCS_PORT, Gcs, NodeSpec, RayNode, gcs_reachable, resolve, wait_for,
 )
 from raycluster.errors import UsageError
-from raycluster.sagemaker.hyperparameters import EntrySettings, split_hyperparameters
+from raycluster.sagemaker.hyperparameters import NO_JOB, EntrySettings, split_hyperparameters
 from raycluster.sagemaker.network_env import collective_env, efa_available, gpu_network_env
 from raycluster.sagemaker.topology import Topology, read_topology, sagemaker_base
 from raycluster.submission import TERMINAL, SubmittedJob
@@ -44,7 +44,6 @@ def write_failure(base: Path, reason: str) -> None:
     path.write_text(reason[:1024] + "\n")
 
 
-NO_JOB = "none"
 PROBE_FLAGS = ("--cluster.num_workers", "--cluster.use_gpu", "--cluster.address", "--cluster.cpus_per_worker")
 
 

@@ -29,6 +29,7 @@ from typing import Any
 from raycluster.errors import UsageError
 
 ENTRY_PREFIX = "entry."
+NO_JOB = "none"
 DOT = "__"
 # What a key may hold after encoding: SM_HP_<KEY> must be a shell identifier once `-` became `_`.
 KEY = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -83,7 +84,7 @@ def check_settings(settings: EntrySettings) -> EntrySettings:
         raise UsageError(f"hyperparameter entry__stop_timeout_s={settings.stop_timeout_s:g} must be below "
                          f"{SIGKILL_AFTER_S:g}: SageMaker kills every host {SIGKILL_AFTER_S:g}s after SIGTERM")
     job = settings.job
-    if not job or (job != "none" and (Path(job).is_absolute() or ".." in Path(job).parts or not job.endswith(".py"))):
+    if not job or (job != NO_JOB and (Path(job).is_absolute() or ".." in Path(job).parts or not job.endswith(".py"))):
         raise UsageError(f"hyperparameter entry__job={job!r} must be a .py script inside the source directory "
                          "(e.g. jobs/train_lerobot.py), or none")
     return settings

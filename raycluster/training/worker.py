@@ -72,15 +72,13 @@ def newest_checkpoint(output_dir: Path) -> Path | None:
     return last.resolve() if last.exists() else None
 
 
-def final_checkpoint(worker: WorkerConfig, output_dir: Path) -> Path | None:
+def final_checkpoint(worker: WorkerConfig, output_dir: Path, published: list[str]) -> Path | None:
     """The newest checkpoint of the run: this node's ``last``, unless the keeper holds a newer complete
-    one (a restart resumed past what this node saved), which is then fetched here first."""
+    one (``published``: a restart resumed past what this node saved), which is then fetched here first."""
     local = newest_checkpoint(output_dir)
-    if worker.checkpoint_keeper is None:
+    if not published or (local is not None and int(local.name) >= int(published[-1])):
         return local
-    name = ray.get(worker.checkpoint_keeper.newest_complete.remote())
-    if name is None or (local is not None and int(local.name) >= int(name)):
-        return local
+    name = published[-1]
     target = checkpoints_dir(output_dir) / name
     fetch_directory(worker.checkpoint_keeper, name, target)
     return target
@@ -197,21 +195,22 @@ def train_loop_per_worker(config: dict) -> dict | None:
         return None
     if shipper is not None:
         shipper.drain()
-    if worker.model_keeper is not None:
-        final = final_checkpoint(worker, output_dir)
-        if final is None:
-            log.warning("no checkpoint was saved (--save_checkpoint=false?): nothing to publish to the model dir")
-        else:
-            send_directory(worker.model_keeper, final / "pretrained_model", "pretrained_model")
-    lost = None
+    lost, published = None, []
     if worker.checkpoint_keeper is not None:
-        saved = ray.get(worker.checkpoint_keeper.complete_steps.remote())
+        published = ray.get(worker.checkpoint_keeper.complete_names.remote())  # one manifest check of each
+        saved = [int(name) for name in published]
         newest = newest_checkpoint(output_dir)
         if newest is not None and int(newest.name) not in saved:
             lost = (f"checkpoint {newest.name} was not published to the checkpoint root: "
                     f"{shipper.failed.get(newest.name, 'its upload never completed')}")
     else:
         saved = sorted(int(p.name) for p in checkpoints_dir(output_dir).glob("[0-9]*") if p.is_dir())
+    if worker.model_keeper is not None:
+        final = final_checkpoint(worker, output_dir, published)
+        if final is None:
+            log.warning("no checkpoint was saved (--save_checkpoint=false?): nothing to publish to the model dir")
+        else:
+            send_directory(worker.model_keeper, final / "pretrained_model", "pretrained_model")
     return {
         "world_size": world_size,
         "num_processes": accelerator.num_processes,
