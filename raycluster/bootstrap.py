@@ -60,8 +60,9 @@ class NodeSpec:
     """``IP:PORT`` of the head's GCS; None starts a head."""
     object_store_bytes: int = field(default_factory=object_store_bytes)
     env: dict[str, str] = field(default_factory=dict)
-    dashboard_host: str = "0.0.0.0"
-    """On SageMaker, the node's own addresses (only SSM port forwarding reaches them); locally, loopback."""
+    dashboard_host: str = "127.0.0.1"
+    """Loopback: on SageMaker, SSM port forwarding arrives there, and nothing else in the VPC reaches the
+    Jobs API (code execution as the job's role). Ray binds its other servers to all interfaces itself."""
 
     def command(self) -> list[str]:
         ray = Path(sys.executable).with_name("ray")

@@ -56,6 +56,24 @@ def wait_for_log(path: Path, text: str, timeout: float = 300) -> None:
     raise AssertionError(f"{text!r} never appeared in {path}")
 
 
+def unauthenticated_http(workdir: Path) -> dict[int, str]:
+    """Every TCP port algo-1 listens on (8265 included), as an HTTP GET from algo-2 without a token sees it:
+    'refused', an HTTP status, or 'not http'."""
+    listening = subprocess.run(["ip", "netns", "exec", (workdir / "algo-1" / "netns").read_text(), "ss", "-Hltn"],
+                               capture_output=True, text=True, check=True).stdout.split()
+    ports = sorted({8265} | {int(field.rsplit(":", 1)[1]) for field in listening if field.count(":") and
+                             field.rsplit(":", 1)[1].isdigit() and field.rsplit(":", 1)[1] != "*"})
+    probe = ("import sys, urllib.request, urllib.error\n"
+             "for port in sys.argv[1:]:\n"
+             "    try: print(port, urllib.request.urlopen(f'http://algo-1:{port}/', timeout=3).status)\n"
+             "    except urllib.error.HTTPError as e: print(port, e.code)\n"
+             "    except ConnectionRefusedError: print(port, 'refused')\n"
+             "    except Exception as e: print(port, 'refused' if 'refused' in str(e) else 'not http')\n")
+    seen = subprocess.run(["ip", "netns", "exec", (workdir / "algo-2" / "netns").read_text(), sys.executable, "-c",
+                           probe, *map(str, ports)], capture_output=True, text=True, timeout=120, check=True).stdout
+    return {int(port): answer for port, answer in (line.split(maxsplit=1) for line in seen.splitlines())}
+
+
 def code_channel(workdir: Path) -> Path:
     """The job's code as the head host got it (its Ray auth token included)."""
     return workdir / "algo-1" / "opt" / "ml" / "input" / "data" / "code"
@@ -148,8 +166,8 @@ def test_interactive_cluster_runs_a_users_job_script_and_ends_on_request(dataset
     wait_for_log(tmp_path / "algo-1" / "log.txt", "interactive: the cluster stays up")
     netns = (tmp_path / "algo-1" / "netns").read_text()
     def submit(script: str, token: bool = True, wait: bool = True) -> subprocess.CompletedProcess:
-        """A user's `ray job submit`, from inside the head's network (as through SSM port forwarding)."""
-        client = ("import sys, time; from ray.job_submission import JobSubmissionClient as C; c = C('http://algo-1:8265'); "
+        """A user's `ray job submit`, arriving where SSM port forwarding does: algo-1's loopback."""
+        client = ("import sys, time; from ray.job_submission import JobSubmissionClient as C; c = C('http://127.0.0.1:8265'); "
                   f"j = c.submit_job(entrypoint='python {script}'); print(j); "
                   + ("[time.sleep(1) for _ in range(120) if not c.get_job_status(j).is_terminal()]; "
                      "print(c.get_job_logs(j)); sys.exit(0 if str(c.get_job_status(j).value) == 'SUCCEEDED' else 1)"
@@ -162,6 +180,10 @@ def test_interactive_cluster_runs_a_users_job_script_and_ends_on_request(dataset
     assert info.returncode == 0, info.stdout[-2000:] + info.stderr[-2000:]
     assert "2 node(s)" in info.stdout and info.stdout.count("task ran on") == 2
     assert submit("-c 'print(1)'", token=False).returncode != 0  # the same head refuses a stranger
+    # Nothing else in the job's network reaches the Jobs API; what else listens, and answers a stranger:
+    exposure = unauthenticated_http(tmp_path)
+    assert exposure[8265] == "refused", exposure
+    print("algo-1 ports as algo-2 sees them without a token:", exposure)
     ended = time.monotonic()
     # Not followed to its end: it ends the cluster, dashboard included, while a client would still be asking.
     end = submit(f"{REPO}/jobs/end_cluster.py", wait=False)

@@ -135,7 +135,7 @@ class Head:
             gcs = Gcs(f"{ip}:{GCS_PORT}")
             self._wait_for_hosts(gcs)
             log.info("cluster formed: %d nodes in %.1fs", len(self.ips), time.monotonic() - started)
-            script, dashboard = job_script(self.settings), f"http://{ip}:{DASHBOARD_PORT}"
+            script, dashboard = job_script(self.settings), f"http://127.0.0.1:{DASHBOARD_PORT}"
             failure = None
             try:
                 flags = job_flags(self.topology, self.settings, self.flags)
