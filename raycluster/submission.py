@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import shlex
 import sys
+import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,13 +32,30 @@ class SubmittedJob:
         self.client = JobSubmissionClient(dashboard_url)
         entrypoint = shlex.join([sys.executable, "-u", str(script), *flags])
         self.id = self.client.submit_job(entrypoint=entrypoint, submission_id=f"{name}-{uuid.uuid4().hex[:8]}")
-        self._printed = 0
         log.info("submitted job %s: %s", self.id, entrypoint)
 
-    def new_logs(self) -> str:
-        text = self.client.get_job_logs(self.id)
-        fresh, self._printed = text[self._printed :], len(text)
-        return fresh
+    def follow(self, on_line: Callable[[str], None]) -> threading.Thread:
+        """Stream the job's log to ``on_line`` a line at a time until the job ends, through Ray's own
+        websocket tail (each byte is sent once, however long the job). Join the thread for the last lines."""
+
+        async def tail() -> None:
+            partial = ""
+            async for chunk in self.client.tail_job_logs(self.id):
+                *lines, partial = (partial + chunk).split("\n")
+                for line in lines:
+                    on_line(line)
+            if partial:
+                on_line(partial)
+
+        def run() -> None:
+            try:
+                asyncio.run(tail())
+            except Exception as exc:  # the job goes on; its whole log stays in the dashboard
+                log.warning("following job %s's log stopped: %s", self.id, exc)
+
+        thread = threading.Thread(target=run, name=f"log-{self.id}", daemon=True)
+        thread.start()
+        return thread
 
     def status(self) -> str:
         return str(self.client.get_job_status(self.id).value)

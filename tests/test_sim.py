@@ -111,6 +111,8 @@ def test_failing_training_ends_every_host_with_the_drivers_code(dataset, tmp_pat
     assert "LeRobot rejected the training flags" in result["algo-1"]["failure"]
     assert "invalid choice: 'no_such_policy'" in result["algo-1"]["failure"]
     assert result["algo-2"] == {"exit_code": 0, "failure": None}
+    # The job's log is streamed into the head's, each line once.
+    assert (tmp_path / "algo-1" / "log.txt").read_text().count("[job] Running entrypoint for job") == 1
 
 
 def test_a_lost_worker_host_fails_the_job_naming_it(dataset, tmp_path):

@@ -180,13 +180,16 @@ class Head:
         job = SubmittedJob(dashboard, script, flags)
         expected = set(self.ips.values())
         reason, stop_deadline = None, None
-        first_step = None
+        first_step = threading.Event()
+
+        def show(line: str) -> None:
+            print(f"[job] {line}", flush=True)
+            if not first_step.is_set() and "step:" in line:
+                first_step.set()
+                log.info("first training step logged %.1fs after the entry point started", time.monotonic() - started)
+
+        following = job.follow(show)
         while True:
-            for line in job.new_logs().splitlines():
-                print(f"[job] {line}", flush=True)
-                if first_step is None and "step:" in line:
-                    first_step = time.monotonic()
-                    log.info("first training step logged %.1fs after the entry point started", first_step - started)
             status = job.status()
             if status in TERMINAL:
                 break
@@ -207,8 +210,7 @@ class Head:
                 log.error("the job did not stop within %.0fs", self.settings.stop_timeout_s)
                 break
             time.sleep(1)
-        for line in job.new_logs().splitlines():
-            print(f"[job] {line}", flush=True)
+        following.join(timeout=30)
         outcome = job.outcome()
         log.info("job %s: %s, driver exit code %s", job.id, outcome.status, outcome.exit_code)
         if reason:
