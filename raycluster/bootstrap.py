@@ -84,10 +84,14 @@ class RayNode:
     def __init__(self, spec: NodeSpec):
         self.spec = spec
         spec.temp_dir.mkdir(parents=True, exist_ok=True)
+        # The temp files of every process on this node (multiprocessing's pymp-*, a killed worker's leftovers)
+        # stay inside the node's temp dir, not scattered over /tmp.
+        scratch = spec.temp_dir / "tmp"
+        scratch.mkdir(exist_ok=True)
         log_path = spec.temp_dir / "ray-start.log"
         self._log = log_path.open("ab")
         self.process = subprocess.Popen(
-            spec.command(), env={**os.environ, **FAST_FAILURE_ENV, **spec.env},
+            spec.command(), env={**os.environ, **FAST_FAILURE_ENV, "TMPDIR": str(scratch), **spec.env},
             stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
         )
         log.info("ray node starting on %s (pid %d, log %s)", spec.ip, self.process.pid, log_path)

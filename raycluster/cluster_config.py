@@ -4,6 +4,7 @@ LeRobot's flags (LeRobot already owns ``--num_workers``). Everything else passes
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 from raycluster.errors import UsageError
@@ -43,8 +44,8 @@ class ClusterConfig:
             raise UsageError(f"--cluster.num_workers must be >= 1, got {self.num_workers}")
         if self.max_failures < -1:
             raise UsageError(f"--cluster.max_failures must be >= 0 (or -1 for unlimited), got {self.max_failures}")
-        if self.cpus_per_worker <= 0:
-            raise UsageError(f"--cluster.cpus_per_worker must be > 0, got {self.cpus_per_worker}")
+        if not (math.isfinite(self.cpus_per_worker) and self.cpus_per_worker > 0):
+            raise UsageError(f"--cluster.cpus_per_worker must be a finite number > 0, got {self.cpus_per_worker}")
         if self.keep_checkpoints < 0:
             raise UsageError(f"--cluster.keep_checkpoints must be >= 0 (0 keeps all), got {self.keep_checkpoints}")
         if self.mixed_precision not in ("auto", "no", "fp16", "bf16"):

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 
 import ray
@@ -17,8 +20,16 @@ log = logging.getLogger(__name__)
 def ray_cluster(address: str) -> Iterator[None]:
     """``local``: start a private cluster (Ray stops exactly its own processes on shutdown, never
     others on the machine); ``auto`` or ``HOST:PORT``: join a running cluster and only disconnect."""
+    scratch = None
     if address == "local":
-        context = ray.init(include_dashboard=True, dashboard_host="127.0.0.1", log_to_driver=True)
+        # Ray's processes inherit TMPDIR: their temp files (multiprocessing's pymp-*, left behind by any
+        # process that is killed) go into a directory removed with the cluster.
+        scratch = tempfile.mkdtemp(prefix="raycluster-tmp-")
+        saved, os.environ["TMPDIR"] = os.environ.get("TMPDIR"), scratch
+        try:
+            context = ray.init(include_dashboard=True, dashboard_host="127.0.0.1", log_to_driver=True)
+        finally:
+            os.environ.pop("TMPDIR") if saved is None else os.environ.__setitem__("TMPDIR", saved)
         log.info("started a local Ray cluster; dashboard: http://%s", context.dashboard_url)
     else:
         try:
@@ -31,6 +42,8 @@ def ray_cluster(address: str) -> Iterator[None]:
         yield
     finally:
         ray.shutdown()
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def check_capacity(num_workers: int, use_gpu: bool, cpus_per_worker: float) -> None:

@@ -7,6 +7,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import sys
 import tempfile
 from dataclasses import asdict, dataclass
@@ -70,4 +71,5 @@ def down(state_dir: Path) -> LocalCluster:
     cluster = LocalCluster(**json.loads(path.read_text()))
     stop_node_process(cluster.pid)
     path.unlink()
+    shutil.rmtree(cluster.temp_dir, ignore_errors=True)  # its sockets, logs and every process's temp files
     return cluster

@@ -22,6 +22,7 @@ from raycluster.checkpoints.store import LocalStore, S3Store
 from raycluster.checkpoints.transfer import fetch_directory, send_directory
 from raycluster.demo import TINY_ACT
 from raycluster.training.summary import read_summary
+from raycluster.training.worker import resume_source
 
 
 @pytest.fixture(scope="module")
@@ -79,9 +80,21 @@ def test_published_checkpoints_are_whole_and_bad_ones_are_moved_aside(local_ray,
 def test_a_staging_dir_beside_the_root_puts_each_checkpoint_in_place_by_one_rename(local_ray, tmp_path):
     # SageMaker uploads whatever appears under /opt/ml/checkpoints: nothing partial, nothing hidden may appear there.
     keeper = CheckpointKeeper.remote(str(tmp_path / "synced" / "lerobot"), 0, None, str(tmp_path / "staging"))
-    send_directory(keeper, fake_checkpoint(tmp_path / "src" / "000001", b"s" * 1000), "000001")
-    send_directory(keeper, fake_checkpoint(tmp_path / "src2" / "000001", b"t" * 1000), "000001")  # republished
     root = tmp_path / "synced" / "lerobot" / "checkpoints"
+    seen, publishing = [], True
+
+    def watch():  # what SageMaker's sync would see, polled while the checkpoints are published
+        while publishing:
+            for entry in (list(root.iterdir()) if root.is_dir() else []):
+                seen.append((entry.name, (entry / MANIFEST).exists()))
+
+    with ThreadPoolExecutor(1) as pool:
+        watcher = pool.submit(watch)
+        send_directory(keeper, fake_checkpoint(tmp_path / "src" / "000001", b"s" * 20_000_000), "000001")
+        send_directory(keeper, fake_checkpoint(tmp_path / "src2" / "000001", b"t" * 1000), "000001")  # republished
+        publishing = False
+        watcher.result()
+    assert seen and set(seen) == {("000001", True)}, set(seen)
     assert [p.name for p in root.iterdir()] == ["000001"]
     assert (root / "000001" / "pretrained_model" / "model.safetensors").read_bytes() == b"t" * 1000
     assert not any(p.is_file() for p in (tmp_path / "staging").rglob("*"))
@@ -97,6 +110,20 @@ def test_retention_spares_a_checkpoint_that_is_being_fetched(local_ray, tmp_path
     ray.get(keeper.release.remote("000001"))  # ... and ended
     send_directory(keeper, fake_checkpoint(tmp_path / "src" / "000003", b"3" * 1000), "000003")
     assert ray.get(keeper.complete_steps.remote()) == [3]
+
+
+@pytest.mark.parametrize("keeper, local, attempt, source", [
+    (None, [30, None], 2, None),            # rank 0's node alone has step 30: the other node could not resume it
+    (20, [30, None], 2, ("keeper", 20)),    # ... so the keeper's, which every node can fetch
+    (None, [30, 30], 2, ("local", 30)),     # one node (or a shared filesystem): no fetch needed
+    (20, [30, 30], 2, ("local", 30)),       # the newer of the two
+    (30, [20, 20], 2, ("keeper", 30)),
+    (30, [30, 30], 1, ("keeper", 30)),      # a restarted job: the keeper's, never stale local files
+    (None, [30, 30], 1, None),
+    (None, [None, None], 3, None),
+])
+def test_a_restart_resumes_only_from_a_checkpoint_every_rank_can_reach(keeper, local, attempt, source):
+    assert resume_source(keeper, local, attempt) == source
 
 
 def test_retention_keeps_exactly_k(local_ray, tmp_path):
@@ -211,3 +238,5 @@ def test_a_killed_worker_resumes_from_the_last_complete_checkpoint(dataset, tmp_
     assert summary["final_step"] == 30 and summary["restarts"] >= 1
     assert summary["resumed_from"] is not None and summary["resumed_from"] >= 5
     assert summary["checkpoints"][-1] == 30
+    # Rank 0's own copies older than what the keeper holds are gone: node-local scratch stays bounded.
+    assert sorted(p.name for p in (tmp_path / "out" / "checkpoints").iterdir()) == ["000030", "last"]

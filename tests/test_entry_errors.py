@@ -26,6 +26,9 @@ def ray_processes() -> set[int]:
         ({"hps": {"entry__job": "jobs/nope.py"}}, "entry.job=jobs/nope.py: no such Ray job script"),
         ({"hps": {"entry__bogus": "1"}}, "unknown hyperparameter entry__bogus"),
         ({"hosts": ("algo-1",), "hps": {"entry__head_trains": "false"}}, "entry__head_trains=false needs 2 or more hosts"),
+        ({"hps": {"cluster__checkpoint_dir": "S3://bucket/x"}}, "--cluster.checkpoint_dir=S3://bucket/x: only local paths and s3://"),
+        ({"hps": {"cluster__cpus_per_worker": "nan"}}, "--cluster.cpus_per_worker must be a finite number > 0"),
+        ({"hps": {"cluster__keep_checkpoints": "-1"}}, "--cluster.keep_checkpoints must be >= 0"),
         # Fail closed: no token in the code, no cluster (its Jobs API would run anyone's code as the job's role).
         ({}, "no Ray auth token at"),
     ],

@@ -53,7 +53,7 @@ def launch(env, *args):
 
 JOB = ["--instance-type=ml.g5.12xlarge", "--instance-count=2", f"--role={ROLE}", "--spot", "--max-run=3600",
        "--max-wait=7200", f"--checkpoint-s3=s3://{BUCKET}/ckpt", f"--output-s3=s3://{BUCKET}/out",
-       f"--dataset-s3=s3://{BUCKET}/data", "--tag=team=robots", "--subnet=subnet-1", "--security-group=sg-1"]
+       f"--dataset-s3=s3://{BUCKET}/data", "--tag=team=robots", "--subnet=subnet-0123456789abcdef0", "--security-group=sg-0123456789abcdef0"]
 FLAGS = ["--policy.type=act", "--steps=7", "--policy.pretrained_backbone_weights=null", "--policy.push_to_hub=false",
          "--policy.down_dims=[32, 64]", "--job_name=a run with spaces", "--cluster.keep_checkpoints=2",
          "--entry.join_timeout_s=120"]
@@ -71,6 +71,18 @@ FLAGS = ["--policy.type=act", "--steps=7", "--policy.pretrained_backbone_weights
         (["--steps=1", "--steps=2"], "--steps is given twice"),
         (["--py-version=py311"], "--py-version py311: LeRobot needs Python 3.12"),
         (["--framework-version=2.5"], "--framework-version 2.5: LeRobot 0.6 runs on PyTorch DLCs"),
+        # The settings the hosts would refuse, refused before anything is uploaded or paid for.
+        (["--entry.head_wait_s=-1"], "entry__head_wait_s=-1.0 must be a finite number"),
+        (["--entry.lost_after_s=inf"], "entry__lost_after_s=inf must be a finite number"),
+        (["--entry.preflight=maybe"], "entry__preflight='maybe' must be a bool"),
+        (["--cluster.cpus_per_worker=nan"], "--cluster.cpus_per_worker must be a finite number > 0"),
+        (["--cluster.checkpoint_dir=S3://bucket/x"], "only local paths and s3://bucket/prefix"),
+        (["--cluster.num_workers=two"], "--cluster.num_workers must be int"),
+        (["--max-run=9999999"], "--max-run must be 1..2419200 seconds"),
+        (["--region=mars"], "--region 'mars' is not an AWS region"),
+        (["--job-name=my_job"], "--job-name 'my_job': letters, digits and '-' only"),
+        (["--subnet=net-1", "--security-group=sg-0123456789abcdef0"], "--subnet 'net-1' is not a subnet-"),
+        (["--tag=aws:team=x"], "keys up to 128 characters and not starting with 'aws:'"),
     ],
 )
 def test_bad_launches_are_refused_before_anything_is_sent(aws, args, message):
@@ -96,7 +108,7 @@ def test_dry_run_needs_no_network_and_no_credentials(aws, tmp_path):
     assert request["StoppingCondition"] == {"MaxRuntimeInSeconds": 3600, "MaxWaitTimeInSeconds": 7200}
     assert request["CheckpointConfig"] == {"S3Uri": f"s3://{BUCKET}/ckpt", "LocalPath": "/opt/ml/checkpoints"}
     assert request["RemoteDebugConfig"] == {"EnableRemoteDebug": True}
-    assert request["VpcConfig"] == {"Subnets": ["subnet-1"], "SecurityGroupIds": ["sg-1"]}
+    assert request["VpcConfig"] == {"Subnets": ["subnet-0123456789abcdef0"], "SecurityGroupIds": ["sg-0123456789abcdef0"]}
     assert {"Key": "team", "Value": "robots"} in request["Tags"]
     dataset = next(c for c in request["InputDataConfig"] if c["ChannelName"] == "dataset")
     assert dataset["InputMode"] == "FastFile" and dataset["DataSource"]["S3DataSource"]["S3Uri"] == f"s3://{BUCKET}/data"

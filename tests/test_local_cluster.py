@@ -68,4 +68,5 @@ def test_down_leaves_no_process_behind(tmp_path):
     assert ray_processes_under(temp_dir)
     assert run_cli("down", f"--state-dir={state}").returncode == 0
     assert ray_processes_under(temp_dir) == []
+    assert not os.path.exists(temp_dir)  # sockets, logs and every process's temp files (pymp-*) went with it
     assert run_cli("down", f"--state-dir={state}").returncode == 2  # nothing recorded any more

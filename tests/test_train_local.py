@@ -3,6 +3,7 @@
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,10 +23,18 @@ def train(dataset, *flags: str, workers: int = 2):
     return result
 
 
+def temp_leftovers() -> set[str]:
+    """What a run could leave in /tmp: multiprocessing's pymp-*, a keeper's staging, Ray's processes' temp dir."""
+    return {p.name for p in Path(tempfile.gettempdir()).iterdir()
+            if p.name.startswith(("pymp-", "raycluster-staging-", "raycluster-tmp-"))}
+
+
 @pytest.fixture(scope="module")
 def act_run(dataset, tmp_path_factory):
     out = tmp_path_factory.mktemp("act") / "run"
+    before = temp_leftovers()
     train(dataset, *TINY_ACT, "--steps=20", "--save_freq=10", "--log_freq=5", f"--output_dir={out}")
+    assert temp_leftovers() - before == set()
     return out
 
 

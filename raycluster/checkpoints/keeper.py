@@ -38,6 +38,7 @@ class CheckpointKeeper:
         # A restarted worker group fetches while the previous attempt's publish may still run (calls come
         # from several threads): retention spares what is being read, quarantine what is being published.
         self._lock = threading.Lock()
+        self._published = threading.Condition(self._lock)
         self._readers: Counter[str] = Counter()
         self._publishing: set[str] = set()
 
@@ -70,6 +71,7 @@ class CheckpointKeeper:
         finally:
             with self._lock:
                 self._publishing.discard(name)
+                self._published.notify_all()
         log.info("published checkpoint %s to %s", name, self.store)
         if name.isdigit():
             self._retain()
@@ -106,8 +108,11 @@ class CheckpointKeeper:
             log.info("retention (keep %d): deleted checkpoint %s", self.keep, name)
 
     # -- handing back -----------------------------------------------------------------------------
-    def newest_complete(self) -> str | None:
-        """The newest checkpoint that passes its manifest; incomplete ones are moved aside, not deleted."""
+    def newest_complete(self, settle_s: float = 0.0) -> str | None:
+        """The newest checkpoint that passes its manifest; incomplete ones are moved aside, not deleted.
+        ``settle_s``: first wait up to this long for publishes in flight (a failed attempt's last upload)."""
+        with self._published:
+            self._published.wait_for(lambda: not self._publishing, timeout=settle_s)
         for name in reversed(self.store.names()):
             with self._lock:
                 if name in self._publishing:  # not complete yet, and not broken either

@@ -83,8 +83,9 @@ class LocalStore:
     def _swap_in(self, source: Path, name: str) -> None:
         final = self.root / name
         if final.exists():
-            # The old copy is renamed away first, so `final` is always whole or absent.
-            old = self.root / f".replaced-{name}-{time.time_ns()}"
+            # The old copy is renamed away first, so `final` is always whole or absent; beside the source,
+            # which (staged outside a synced root) keeps its deletion out of SageMaker's sight too.
+            old = source.with_name(f".replaced-{name}-{time.time_ns()}")
             final.rename(old)
             source.rename(final)
             shutil.rmtree(old)

@@ -66,6 +66,14 @@ def fetch_directory(keeper, name: str, target: Path) -> bool:
 
 
 
+def prune_older(published: Path) -> None:
+    """Once the keeper holds ``published``, rank 0's older local checkpoints serve nothing (a resume takes
+    ``last`` or the keeper's): removed, so node-local scratch does not grow with the length of the run."""
+    for older in published.parent.iterdir():
+        if older.name.isdigit() and int(older.name) < int(published.name) and not older.is_symlink():
+            shutil.rmtree(older, ignore_errors=True)
+
+
 class Shipper:
     """Uploads rank 0's checkpoints in a background thread with a queue of one: a checkpoint that is
     still waiting when a newer one is saved is skipped (logged), the one in flight always completes."""
@@ -97,6 +105,7 @@ class Shipper:
                 source, self._pending, self._busy = self._pending, None, True
             try:
                 send_directory(self.keeper, source, source.name)
+                prune_older(source)
             except Exception as exc:  # an upload failure must not stop training; the next save retries
                 cause = getattr(exc, "cause", None) or exc  # Ray wraps the keeper's own error
                 self.failed[source.name] = str(cause).splitlines()[0] if str(cause) else type(cause).__name__

@@ -6,13 +6,20 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from raycluster.cluster_config import split_cluster_args
 from raycluster.errors import UsageError
 from raycluster.launch.requirements import DLC_PYTHON, torch_release
-from raycluster.sagemaker.hyperparameters import to_hyperparameters
+from raycluster.sagemaker.hyperparameters import split_hyperparameters, to_hyperparameters
 
 INSTANCE_TYPE = re.compile(r"^ml\.[a-z][a-z0-9]*(-[a-z0-9]+)*\.[a-z0-9]+$")
 ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
 S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
+REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
+JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+SUBNET = re.compile(r"^subnet-[0-9a-f]{8,17}$")
+SECURITY_GROUP = re.compile(r"^sg-[0-9a-f]{8,17}$")
+MAX_RUNTIME_S = 28 * 24 * 3600
+"""SageMaker's limit on MaxRuntimeInSeconds and MaxWaitTimeInSeconds."""
 
 
 @dataclass(frozen=True)
@@ -49,8 +56,25 @@ class LaunchSpec:
             raise UsageError(f"--instance-count must be >= 1, got {self.instance_count}")
         if not ROLE_ARN.match(self.role):
             raise UsageError(f"--role {self.role!r} is not an IAM role ARN (arn:aws:iam::123456789012:role/NAME)")
-        if self.max_run < 1:
-            raise UsageError(f"--max-run must be >= 1 second, got {self.max_run}")
+        if not 1 <= self.max_run <= MAX_RUNTIME_S:
+            raise UsageError(f"--max-run must be 1..{MAX_RUNTIME_S} seconds (28 days, SageMaker's limit), got {self.max_run}")
+        if self.max_wait is not None and self.max_wait > MAX_RUNTIME_S:
+            raise UsageError(f"--max-wait must be at most {MAX_RUNTIME_S} seconds (28 days, SageMaker's limit), got {self.max_wait}")
+        if self.region is not None and not REGION.match(self.region):
+            raise UsageError(f"--region {self.region!r} is not an AWS region (e.g. us-west-2)")
+        if not JOB_NAME.match(self.base_job_name):
+            raise UsageError(f"--job-name {self.base_job_name!r}: letters, digits and '-' only, starting with a letter "
+                             "or digit (SageMaker's job-name rule)")
+        for key, value in self.tags.items():
+            if len(key) > 128 or len(value) > 256 or key.lower().startswith("aws:"):
+                raise UsageError(f"--tag {key}={value}: keys up to 128 characters and not starting with 'aws:', "
+                                 "values up to 256 (AWS's tag rules)")
+        for flag, values, pattern in (("--subnet", self.subnets, SUBNET), ("--security-group", self.security_groups, SECURITY_GROUP)):
+            for value in values:
+                if not pattern.match(value):
+                    raise UsageError(f"{flag} {value!r} is not a {pattern.pattern[1:].split('-')[0]}-… id")
+        if bool(self.subnets) != bool(self.security_groups):
+            raise UsageError("--subnet and --security-group go together: SageMaker's VPC config needs both")
         if self.spot:
             if self.max_wait is None or self.max_wait < self.max_run:
                 raise UsageError(f"--spot needs --max-wait >= --max-run ({self.max_run}s), got {self.max_wait}")
@@ -67,7 +91,9 @@ class LaunchSpec:
                              "(or --image-uri for your own image)")
         if not self.image_uri:
             torch_release(self.framework_version)
-        to_hyperparameters(list(self.flags))  # refuses, before any upload, what SageMaker's driver cannot carry
+        # Refused here, before any upload, as the entry point would refuse them on the hosts: what SageMaker's
+        # driver cannot carry, and entry.* / cluster.* settings out of range.
+        split_cluster_args(split_hyperparameters(to_hyperparameters(list(self.flags)))[1])
 
     @property
     def hyperparameters(self) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from raycluster.bootstrap import (
     DASHBOARD_PORT, GCS_PORT, Gcs, NodeSpec, RayNode, gcs_reachable, resolve, wait_for,
 )
 from raycluster.errors import UsageError
+from raycluster.cluster_config import split_cluster_args
 from raycluster.sagemaker.hyperparameters import NO_JOB, EntrySettings, split_hyperparameters
 from raycluster.sagemaker.network_env import collective_env, efa_available, gpu_network_env
 from raycluster.sagemaker.topology import Topology, read_topology, sagemaker_base
@@ -332,6 +333,8 @@ def main() -> int:
         topology = read_topology(os.environ)
         settings, flags = split_hyperparameters(topology.hyperparameters)
         job_script(settings)
+        if settings.job == EntrySettings.job:
+            split_cluster_args(job_flags(topology, settings, flags))  # cluster.* out of range: refused before any cluster
         if not settings.head_trains and len(topology.hosts) == 1:
             raise UsageError("hyperparameter entry__head_trains=false needs 2 or more hosts: this job's only host "
                              "is the head, so no host would train")

@@ -5,9 +5,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import ray
@@ -44,6 +47,15 @@ def root_cause(exc: Exception) -> str:
     return (errors or lines or [type(exc).__name__])[-1]
 
 
+@contextlib.contextmanager
+def staging_dir(given: str) -> Iterator[str]:
+    if given:
+        yield given
+        return
+    with tempfile.TemporaryDirectory(prefix="raycluster-staging-", ignore_cleanup_errors=True) as made:
+        yield made
+
+
 def prepare_lerobot_args(args: list[str], resuming: bool):
     """Validate LeRobot's flags here, before any cluster starts, and pin the output dir so that every
     worker (and this driver) agree on it even when LeRobot would have made one up from the clock.
@@ -67,13 +79,14 @@ def run_training(cluster: ClusterConfig, lerobot_args: list[str]) -> RunSummary:
         "effective batch = batch_size %d x world_size %d x grad_accum 1 = %d samples per step",
         cfg.batch_size, cluster.num_workers, cfg.batch_size * cluster.num_workers,
     )
-    with ray_cluster(cluster.address):
+    # Checkpoints are assembled beside the keepers, on this node: in a directory of this run's unless given.
+    with ray_cluster(cluster.address), staging_dir(cluster.staging_dir) as staging:
         check_capacity(cluster.num_workers, cluster.use_gpu, cluster.cpus_per_worker)
         journal = RunJournal.remote()
-        model_keeper = (keeper_on_this_node(cluster.model_dir, local_name_root=True, staging_dir=cluster.staging_dir)
+        model_keeper = (keeper_on_this_node(cluster.model_dir, local_name_root=True, staging_dir=staging)
                         if cluster.model_dir else None)
         checkpoint_keeper = (keeper_on_this_node(cluster.checkpoint_dir, cluster.keep_checkpoints,
-                                                 staging_dir=cluster.staging_dir)
+                                                 staging_dir=staging)
                              if cluster.checkpoint_dir else None)
         trainer = TorchTrainer(
             train_loop_per_worker,

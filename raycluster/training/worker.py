@@ -20,6 +20,9 @@ from raycluster.training.recorder import StepRecorder
 
 log = logging.getLogger(__name__)
 
+PUBLISH_SETTLE_S = 600.0
+"""How long a restart waits for the failed attempt's in-flight publish before resuming without it."""
+
 
 @dataclass(frozen=True)
 class WorkerConfig:
@@ -98,26 +101,40 @@ class Start:
     """A checkpoint every node must fetch from the keeper before LeRobot resumes from it."""
 
 
-def decide_start(worker: WorkerConfig, cfg, attempt: int) -> Start:
-    """The newest complete checkpoint the keeper holds (a restart, a restarted job, a rerun), else the
-    newest one this run wrote locally (a restart without a keeper), else the flags as given. A failed
-    attempt's output with nothing to resume from is moved aside, not deleted."""
+def resume_source(keeper_step: int | None, local_steps: list[int | None], attempt: int) -> tuple[str, int] | None:
+    """Where an attempt resumes from: ``("keeper", step)``, ``("local", step)`` or None (start as asked).
+
+    Only a checkpoint every rank can reach will do: the keeper's (each node fetches it), or a ``last`` that
+    every rank sees on its own node (one node, or a shared filesystem), which then needs no fetch. A
+    first attempt resumes from the keeper alone (a restarted job); local files are only this run's own."""
+    shared = local_steps[0] if attempt > 1 and len(set(local_steps)) == 1 else None
+    if shared is not None and (keeper_step is None or shared >= keeper_step):
+        return "local", shared
+    return ("keeper", keeper_step) if keeper_step is not None else None
+
+
+def decide_start(worker: WorkerConfig, cfg, attempt: int, local_steps: list[int | None]) -> Start:
+    """The flags of this attempt (see ``resume_source``). A failed attempt's output with nothing to resume
+    from is moved aside, not deleted."""
     output_dir = Path(cfg.output_dir)
+    kept = None
     if worker.checkpoint_keeper is not None:
-        name = ray.get(worker.checkpoint_keeper.newest_complete.remote())
-        if name is not None:
-            log.info("attempt %d: resuming from the keeper's checkpoint %s", attempt, name)
-            return Start(resume_flags(output_dir, name, cfg.steps), int(name), name)
+        # A restart can come while the failed attempt's last upload is still being published: wait for it.
+        kept = ray.get(worker.checkpoint_keeper.newest_complete.remote(settle_s=PUBLISH_SETTLE_S))
+    source = resume_source(int(kept) if kept else None, local_steps, attempt)
+    if source is not None and source[0] == "keeper":
+        log.info("attempt %d: resuming from the keeper's checkpoint %s", attempt, kept)
+        return Start(resume_flags(output_dir, kept, cfg.steps), source[1], kept)
+    if source is not None:
+        name = newest_checkpoint(output_dir).name  # rank 0's own `last`, which every rank sees too
+        log.info("attempt %d: resuming from %s, which every rank has on its node", attempt, name)
+        return Start(resume_flags(output_dir, name, cfg.steps), source[1])
     if attempt == 1:
         return Start(worker.lerobot_args, resumed_step(worker.lerobot_args))
-    ckpt = newest_checkpoint(output_dir)
-    if ckpt is not None:
-        log.info("attempt %d: resuming from %s", attempt, ckpt)
-        return Start(resume_flags(output_dir, ckpt.name, cfg.steps), int(ckpt.name))
     if output_dir.exists():
         aside = output_dir.with_name(f"{output_dir.name}.attempt{attempt - 1}")
         shutil.move(output_dir, aside)
-        log.warning("attempt %d: no checkpoint yet; moved %s aside to %s", attempt, output_dir, aside)
+        log.warning("attempt %d: no checkpoint every rank can reach; moved %s aside to %s", attempt, output_dir, aside)
     return Start(worker.lerobot_args)
 
 
@@ -160,10 +177,13 @@ def train_loop_per_worker(config: dict) -> dict | None:
     log.info("raycluster worker rank %d of %d, pid %d, node %s", rank, world_size, os.getpid(),
              ray.util.get_node_ip_address())
     cfg = parse_train_config(worker.lerobot_args, validate=False)
-    # Rank 0 alone decides (the keeper and its own node's files); every rank then runs the same flags.
+    # Rank 0 decides from the keeper and what every rank finds on its own node; all then run the same flags.
+    local = newest_checkpoint(Path(cfg.output_dir))
+    local_steps: list[int | None] = [None] * world_size
+    dist.all_gather_object(local_steps, int(local.name) if local is not None else None)
     decision = [None]
     if rank == 0:
-        decision = [decide_start(worker, cfg, ray.get(worker.journal.attempt_started.remote()))]
+        decision = [decide_start(worker, cfg, ray.get(worker.journal.attempt_started.remote()), local_steps)]
     dist.broadcast_object_list(decision, src=0)
     start: Start = decision[0]
     if start.from_keeper and context.get_local_rank() == 0:
