@@ -333,11 +333,11 @@ def main() -> int:
         topology = read_topology(os.environ)
         settings, flags = split_hyperparameters(topology.hyperparameters)
         job_script(settings)
-        if settings.job == EntrySettings.job:
-            split_cluster_args(job_flags(topology, settings, flags))  # cluster.* out of range: refused before any cluster
         if not settings.head_trains and len(topology.hosts) == 1:
             raise UsageError("hyperparameter entry__head_trains=false needs 2 or more hosts: this job's only host "
                              "is the head, so no host would train")
+        if settings.job == EntrySettings.job:
+            split_cluster_args(job_flags(topology, settings, flags))  # cluster.* out of range: refused before any cluster
         # This process talks to the GCS and the Jobs API too: it needs the same credentials as the nodes.
         os.environ.update(auth_env(settings))
         log.info("host %s of %s; head %s; %d GPU(s), %d CPU(s)", topology.current_host, list(topology.hosts),
