@@ -5,6 +5,8 @@
 2. checkpoint stall: loop samples/s of a run that checkpoints every few steps through the keeper versus
    LeRobot's own synchronous local save alone (and versus no periodic checkpoint).
 3. recovery: from SIGKILL of a training worker to the first resumed training step.
+4. interruption: SIGTERM to a run whose periodic saves are far away: the steps lost (the step training had
+   reached vs the step a rerun resumes from) and the seconds from SIGTERM to the published checkpoint.
 """
 
 import argparse
@@ -101,6 +103,35 @@ class Bench:
         seconds = (resumed - killed) if killed and resumed else float("nan")
         self.rows.append(("recovery", "kill -> first resumed step s", float("nan"), seconds, "", "< 20 s"))
 
+    def interruption(self) -> None:
+        root = self.work / "int-root" / "checkpoints"
+        cmd = [sys.executable, "-m", "raycluster", "train", f"--cluster.num_workers={self.workers}",
+               f"--cluster.checkpoint_dir={root.parent}", *self.flags, "--save_freq=100000", "--log_freq=1",
+               f"--output_dir={self.work / 'int'}"]
+        print("bench: interruption, SIGTERM after 10 steps, then a rerun ...", flush=True)
+        proc = subprocess.Popen([*cmd, "--steps=1000"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                env=self.env, cwd=REPO)
+        reached = 0
+        for line in proc.stdout:
+            if m := re.search(r"step:(\d+) ", line):
+                reached = int(m.group(1))
+                if reached >= 10:
+                    break
+        proc.send_signal(signal.SIGTERM)
+        signalled = time.perf_counter()
+        while not any(root.glob("*/raycluster_manifest.json")) and proc.poll() is None:
+            time.sleep(0.05)
+        published = time.perf_counter() - signalled
+        proc.communicate()
+        exited = time.perf_counter() - signalled
+        saved = int(min(root.iterdir()).name) if root.is_dir() and any(root.iterdir()) else 0
+        rerun = self.raycluster("int", f"--cluster.checkpoint_dir={root.parent}", steps=saved + 1)
+        lost = reached - (rerun["resumed_from"] or 0)
+        self.rows += [
+            ("interrupt", "steps lost at SIGTERM", float("nan"), float(max(lost, 0)), f"exit {proc.returncode}", "0-1"),
+            ("interrupt", "SIGTERM -> checkpoint published s", float("nan"), published, f"exit after {exited:.1f}s", "< 45 s"),
+        ]
+
     def print(self) -> None:
         print(f"\ntiny ACT, {self.workers} CPU workers, batch 4 per worker; training and checkpoints {self.steps} steps, "
               f"recovery {RECOVERY_STEPS} steps")
@@ -114,13 +145,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=80)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--only", choices=["training", "checkpoints", "recovery"])
+    parser.add_argument("--only", choices=["training", "checkpoints", "recovery", "interruption"])
     parser.add_argument("--keep", action="store_true", help="keep the work dir (datasets, runs, checkpoints)")
     args = parser.parse_args()
     bench = Bench(args.steps, args.workers)
     try:
         for part, run in (("training", bench.training), ("checkpoints", bench.checkpoint_stall),
-                          ("recovery", bench.recovery)):
+                          ("recovery", bench.recovery), ("interruption", bench.interruption)):
             if args.only in (None, part):
                 run()
         bench.print()

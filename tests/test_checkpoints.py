@@ -3,6 +3,7 @@
 import json
 import logging
 import os
+import random
 import re
 import signal
 import subprocess
@@ -240,3 +241,35 @@ def test_a_killed_worker_resumes_from_the_last_complete_checkpoint(dataset, tmp_
     assert summary["checkpoints"][-1] == 30
     # Rank 0's own copies older than what the keeper holds are gone: node-local scratch stays bounded.
     assert sorted(p.name for p in (tmp_path / "out" / "checkpoints").iterdir()) == ["000030", "last"]
+
+
+@pytest.mark.slow
+def test_ctrl_c_saves_the_step_reached_and_a_rerun_resumes_from_it(dataset, tmp_path):
+    ckpt, out = tmp_path / "ckpt", tmp_path / "out"
+    flags = ["--cluster.num_workers=2", f"--cluster.checkpoint_dir={ckpt}", *dataset_flags(dataset), *TINY_ACT, *COMMON,
+             "--save_freq=100000", f"--output_dir={out}"]
+    proc = subprocess.Popen([sys.executable, "-m", "raycluster", "train", *flags, "--steps=1000"], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output = []
+    for line in proc.stdout:
+        output.append(line)
+        if re.search(r"step:3 ", line):
+            break
+    time.sleep(random.uniform(0, 2))  # a moment the test does not choose
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=300)
+    text = "".join(output) + rest
+    assert proc.returncode == 130, text[-4000:]
+    step = int(re.search(r"raycluster train: stopped by SIGINT at step (\d+); checkpoint \d+ saved", text).group(1))
+    # The step rank 0 had logged when the driver took the signal (its lines reach the driver a little late).
+    reached = max(int(s) for s in re.findall(r"step:(\d+) ", text[: text.index("SIGINT: saving the current step")]))
+    assert reached <= step <= reached + 3, (reached, step)
+    assert LocalStore(ckpt / "checkpoints").names() == [f"{step:06d}"]
+    assert LocalStore(ckpt / "checkpoints").problems(f"{step:06d}") is None
+    summary = read_summary(out)
+    assert summary["stopped_by"] == "SIGINT" and summary["final_step"] == step and summary["checkpoints"] == [step]
+
+    rerun = run_cli("train", *flags, f"--steps={step + 2}")
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    summary = read_summary(out)
+    assert summary["resumed_from"] == step and summary["final_step"] == step + 2 and summary["stopped_by"] is None

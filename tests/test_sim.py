@@ -2,6 +2,8 @@
 
 import json
 import os
+import random
+import re
 import signal
 import subprocess
 import sys
@@ -127,17 +129,38 @@ def test_a_lost_worker_host_fails_the_job_naming_it(dataset, tmp_path):
     assert_clean()
 
 
-def test_sigterm_on_every_host_ends_well_inside_120s(dataset, tmp_path):
-    sim = start_sim(tmp_path, 2, {**TINY_ACT_HPS, "steps": 2000, "save_freq": 1000, "log_freq": 1}, dataset)
-    wait_for_log(tmp_path / "algo-1" / "log.txt", "step:1 ")
+def logged_steps(log: Path) -> list[int]:
+    return [int(step) for step in re.findall(r"step:(\d+) ", log.read_text())]
+
+
+def test_sigterm_on_every_host_saves_the_step_reached_and_the_restarted_job_resumes_from_it(dataset, tmp_path):
+    # A --save_freq far beyond where the run gets: only the save on SIGTERM can keep its steps.
+    first, hps = tmp_path / "first", {**TINY_ACT_HPS, "steps": 2000, "save_freq": 1000, "log_freq": 1}
+    sim = start_sim(first, 2, hps, dataset)
+    wait_for_log(first / "algo-1" / "log.txt", "step:3 ")
+    time.sleep(random.uniform(0, 3))  # a moment the test does not choose
+    reached = max(logged_steps(first / "algo-1" / "log.txt"))
     sim.send_signal(signal.SIGTERM)  # the sim forwards SIGTERM to every host's entry point, as SageMaker does
     stopped = time.monotonic()
-    result = finish(sim, tmp_path, timeout=180)
-    assert time.monotonic() - stopped < 90
-    assert all(h["exit_code"] == 143 and "SIGTERM" in h["failure"] for h in result.values()), result
-    assert not (tmp_path / "algo-1" / "opt" / "ml" / "model" / "pretrained_model").exists()
-    assert_all_complete(head_checkpoints(tmp_path))
+    result = finish(sim, first, timeout=180)
+    assert time.monotonic() - stopped < 90  # SageMaker's SIGKILL comes at 120 s
+    names = LocalStore(head_checkpoints(first)).names()
+    assert len(names) == 1, names
+    step = int(names[0])
+    assert reached <= step <= reached + 3, (reached, step)  # log lines reach the head a little late
+    assert_all_complete(head_checkpoints(first))
+    said = f"stopped by SIGTERM at step {step}; checkpoint {step} saved"
+    assert all(h["exit_code"] == 143 and h["failure"] == said for h in result.values()), result
+    assert not (first / "algo-1" / "opt" / "ml" / "model" / "pretrained_model").exists()  # no final model
     assert_clean()
+
+    # SageMaker restarts the job (spot) with /opt/ml/checkpoints restored from S3.
+    second = tmp_path / "second"
+    result = finish(start_sim(second, 2, {**hps, "steps": step + 2}, dataset,
+                              f"--checkpoints={first / 'algo-1' / 'opt' / 'ml' / 'checkpoints'}"), second)
+    assert all(h["exit_code"] == 0 for h in result.values()), result
+    summary = json.loads((second / "algo-1" / "opt" / "ml" / "model" / "raycluster_summary.json").read_text())
+    assert summary["resumed_from"] == step and summary["final_step"] == step + 2
 
 
 def test_rank0_off_the_head_ships_checkpoints_to_it_and_a_restarted_job_resumes(dataset, tmp_path):

@@ -115,7 +115,7 @@ def test_hyperparameters_become_flags_as_given():
         ({"entry__lost_after_s": "0"}, "entry__lost_after_s=0.0 must be a finite number > 0"),
         ({"entry__head_wait_s": "inf"}, "entry__head_wait_s=inf must be a finite number > 0"),
         ({"entry__keep_alive_s": "nan"}, "entry__keep_alive_s=nan must be a finite number >= 0"),
-        ({"entry__stop_timeout_s": "150"}, "entry__stop_timeout_s=150 must be below 120"),
+        ({"entry__stop_timeout_s": "90"}, "entry__stop_timeout_s=90 must be at most 60"),
         ({"entry__preflight": "maybe"}, "entry__preflight='maybe' must be a bool"),
         ({"entry__head_trains": "null"}, "entry__head_trains='null' must be a bool"),
         ({"entry__join_timeout_s": "soon"}, "entry__join_timeout_s='soon' must be a float"),

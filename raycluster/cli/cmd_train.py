@@ -23,11 +23,17 @@ def register(verbs) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from raycluster.training.run import TrainingFailed, run_training
+    from raycluster.training.interrupt import StopRequest
+    from raycluster.training.run import TrainingFailed, TrainingStopped, run_training
 
     cluster, lerobot_args = split_cluster_args(args.flags)
+    stop = StopRequest()
     try:
-        run_training(cluster, lerobot_args)
+        run_training(cluster, lerobot_args, stop)
+    except TrainingStopped as exc:
+        log.warning("%s", exc)
+        print(f"raycluster train: {exc}", file=sys.stderr)
+        return 128 + exc.signal
     except TrainingFailed as exc:
         log.error("%s", exc)
         print(f"raycluster train: {str(exc).splitlines()[0]}", file=sys.stderr)

@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 
 SOURCE_DIR = Path(__file__).resolve().parents[2]
 SIGTERM_EXIT = 143
+STOP_MARGIN_S = 10.0
+"""After a SIGTERM, beyond entry.stop_timeout_s: for the stopped job to be reported and the workers told."""
 AUTH_TOKEN_FILE = ".raycluster/auth_token"
 AUTH_TOKEN_ENV = "RAYCLUSTER_AUTH_TOKEN_FILE"
 # Where LeRobot's own output_dir lives: node-local scratch, the same path on every host (rank 0 may be
@@ -125,10 +127,14 @@ class Head:
 
     def run(self) -> int:
         started = time.monotonic()
-        node = RayNode(node_spec(self.topology, None, trains=self.settings.head_trains))
+        spec = node_spec(self.topology, None, trains=self.settings.head_trains)
+        # Ray's job stop SIGTERMs the driver, then SIGKILLs it after RAY_JOB_STOP_WAIT_TIME_S (default 3 s):
+        # the training job needs entry.stop_timeout_s to save its current step.
+        spec.env["RAY_JOB_STOP_WAIT_TIME_S"] = str(int(self.settings.stop_timeout_s))
+        node = RayNode(spec)
         self.reaper.own.add(node.process.pid)
         gcs = None
-        code = 1
+        code, reason = 1, None
         try:
             ip = self.ips[self.topology.current_host]
             if not wait_for(lambda: not node.alive() or gcs_reachable(ip), 60) or not node.alive():
@@ -150,9 +156,12 @@ class Head:
             if failure:
                 raise failure
             return code
+        except HostFailure as exc:
+            reason = str(exc)
+            raise
         finally:
             if gcs is not None:
-                self._release_workers(gcs, code)
+                self._release_workers(gcs, code, reason)
             node.stop()
 
     def _wait_for_hosts(self, gcs: Gcs) -> None:
@@ -206,16 +215,19 @@ class Head:
                 if reason:
                     log.error("%s; stopping the job", reason)
                     job.stop()
-                    stop_deadline = time.monotonic() + self.settings.stop_timeout_s
+                    # The job supervisor SIGKILLs the driver at stop_timeout_s; a little more for it to report.
+                    stop_deadline = time.monotonic() + self.settings.stop_timeout_s + STOP_MARGIN_S
             elif time.monotonic() > stop_deadline:
                 log.error("the job did not stop within %.0fs", self.settings.stop_timeout_s)
                 break
             time.sleep(1)
-        following.join(timeout=30)
+        following.join(timeout=10)
         outcome = job.outcome()
         log.info("job %s: %s, driver exit code %s", job.id, outcome.status, outcome.exit_code)
         if reason:
-            raise HostFailure(reason)
+            # The training job's own last word on a SIGTERM: the step it stopped at and whether it was saved.
+            said = job.failure_reason()
+            raise HostFailure(said.split("raycluster train: ", 1)[1] if "raycluster train: stopped by" in said else reason)
         if outcome.status != "SUCCEEDED":
             raise JobFailed(outcome.exit_code or 1, f"job {outcome.status.lower()}: {job.failure_reason()}")
         return 0
@@ -241,10 +253,11 @@ class Head:
             raise HostFailure("stopped by SIGTERM (job stopped or spot instance reclaimed)")
         log.info("interactive: %.0fs are up; ending the cluster", self.settings.keep_alive_s)
 
-    def _release_workers(self, gcs: Gcs, code: int) -> None:
-        """Tell the workers the job is over and give them a moment to leave before the GCS goes away."""
+    def _release_workers(self, gcs: Gcs, code: int, reason: str | None) -> None:
+        """Tell the workers the job is over (and, after a SIGTERM, how it ended) and give them a moment to
+        leave before the GCS goes away."""
         try:
-            gcs.put_outcome({"code": code})
+            gcs.put_outcome({"code": code, "reason": reason})
             head_ip = self.ips[self.topology.current_host]
             wait_for(lambda: self._alive(gcs) <= {head_ip}, 20)
         except Exception as exc:
@@ -266,12 +279,19 @@ def run_worker(topology: Topology, settings: EntrySettings, stop: threading.Even
     node = RayNode(node_spec(topology, f"{head_ip}:{GCS_PORT}"))
     reaper.own.add(node.process.pid)
     gcs = Gcs(f"{head_ip}:{GCS_PORT}")
-    unreachable_since = None
+    unreachable_since, stop_deadline = None, None
     try:
         while True:
-            if stop.is_set():
-                return SIGTERM_EXIT
+            if stop.is_set() and stop_deadline is None:
+                # SageMaker SIGTERMs every host at once: this node stays up while the training saves its
+                # current step (ranks on it take part), until the head says it is over or time is up.
+                log.info("SIGTERM: staying up until the head ends the job (at most %.0fs)", settings.stop_timeout_s + STOP_MARGIN_S)
+                stop_deadline = time.monotonic() + settings.stop_timeout_s + STOP_MARGIN_S
+            if stop_deadline is not None and time.monotonic() > stop_deadline:
+                raise HostFailure("stopped by SIGTERM; the head did not end the job in time")
             if not node.alive():
+                if stop.is_set():
+                    raise HostFailure("stopped by SIGTERM; the head ended the cluster")
                 if not gcs_reachable(head_ip):  # the node leaves when it loses the head: name the cause
                     raise HostFailure(f"head {topology.head_host} unreachable and this host's Ray node gone with it; "
                                       "the job's head host failed")
@@ -288,6 +308,8 @@ def run_worker(topology: Topology, settings: EntrySettings, stop: threading.Even
                                       "the job's head host failed") from None
             if outcome is not None:
                 log.info("the head says the job ended (code %s); leaving", outcome["code"])
+                if stop.is_set():
+                    raise HostFailure(outcome.get("reason") or "stopped by SIGTERM (job stopped or spot instance reclaimed)")
                 return 0
             time.sleep(1)
     finally:

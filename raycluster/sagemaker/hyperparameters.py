@@ -53,9 +53,9 @@ class EntrySettings:
     """Worker: how long to keep trying to reach the head."""
     lost_after_s: float = 15.0
     """How long a vanished head (seen from a worker) or a dead node (seen from the head) is tolerated."""
-    stop_timeout_s: float = 60.0
-    """On SIGTERM: how long the job gets to stop before its nodes are stopped regardless (SageMaker
-    sends SIGKILL 120 s after SIGTERM)."""
+    stop_timeout_s: float = 45.0
+    """On SIGTERM: how long the job gets to save its current step and stop before its nodes are stopped
+    regardless (SageMaker sends SIGKILL 120 s after SIGTERM; at most 60)."""
     preflight: bool = False
     """Run jobs/nccl_probe.py (all-reduce across every worker, EFA or socket fallback) before the job."""
     head_trains: bool = True
@@ -70,6 +70,7 @@ class EntrySettings:
 
 # SageMaker sends SIGKILL this long after SIGTERM: a stop must fit inside it.
 SIGKILL_AFTER_S = 120.0
+MAX_STOP_TIMEOUT_S = 60.0
 POSITIVE = ("join_timeout_s", "head_wait_s", "lost_after_s", "stop_timeout_s")
 
 
@@ -80,9 +81,10 @@ def check_settings(settings: EntrySettings) -> EntrySettings:
         if value is None or not math.isfinite(value) or value < 0 or (value == 0 and name in POSITIVE):
             bound = "> 0" if name in POSITIVE else ">= 0"
             raise UsageError(f"hyperparameter entry__{name}={value} must be a finite number {bound} (seconds)")
-    if settings.stop_timeout_s >= SIGKILL_AFTER_S:
-        raise UsageError(f"hyperparameter entry__stop_timeout_s={settings.stop_timeout_s:g} must be below "
-                         f"{SIGKILL_AFTER_S:g}: SageMaker kills every host {SIGKILL_AFTER_S:g}s after SIGTERM")
+    if settings.stop_timeout_s > MAX_STOP_TIMEOUT_S:
+        raise UsageError(f"hyperparameter entry__stop_timeout_s={settings.stop_timeout_s:g} must be at most "
+                         f"{MAX_STOP_TIMEOUT_S:g}: SageMaker kills every host {SIGKILL_AFTER_S:g}s after SIGTERM, "
+                         "and the job's report and the nodes' own stop need the rest")
     job = settings.job
     if not job or (job != NO_JOB and (Path(job).is_absolute() or ".." in Path(job).parts or not job.endswith(".py"))):
         raise UsageError(f"hyperparameter entry__job={job!r} must be a .py script inside the source directory "

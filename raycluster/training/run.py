@@ -9,6 +9,7 @@ import contextlib
 import logging
 import re
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,7 @@ from raycluster.checkpoints.store import open_store
 from raycluster.cluster_config import ClusterConfig
 from raycluster.connect import check_capacity, ray_cluster
 from raycluster.dataset import check_dataset_root
+from raycluster.training.interrupt import StopRequest, forward_to_journal
 from raycluster.training.journal import RunJournal
 from raycluster.training.lerobot_config import checkpoints_dir, flag_value, parse_train_config
 from raycluster.training.paths import absolute_paths
@@ -33,6 +35,14 @@ log = logging.getLogger(__name__)
 
 class TrainingFailed(Exception):
     """The Ray Train run ended in an error; the message says which and where."""
+
+
+class TrainingStopped(Exception):
+    """A signal stopped the run before its last step; the message says at which step and what was saved."""
+
+    def __init__(self, message: str, signal: int):
+        super().__init__(message)
+        self.signal = signal
 
 
 def has_complete_checkpoint(root: str) -> bool:
@@ -69,7 +79,32 @@ def prepare_lerobot_args(args: list[str], resuming: bool):
     return cfg, args
 
 
-def run_training(cluster: ClusterConfig, lerobot_args: list[str]) -> RunSummary:
+def fit_listening(trainer: TorchTrainer, stop: StopRequest):
+    """``trainer.fit()`` in a thread of its own, while this (main) thread takes the signals: from the main
+    thread, Ray Train would make Ctrl-C abort the run without a save."""
+    stop.listen()
+    outcome: dict = {}
+
+    def fit() -> None:
+        try:
+            outcome["result"] = trainer.fit()
+        except BaseException as exc:  # re-raised in the caller's thread
+            outcome["error"] = exc
+
+    # A daemon thread: a second Ctrl-C must not wait for it at exit.
+    fitting = threading.Thread(target=fit, name="fit", daemon=True)
+    fitting.start()
+    while fitting.is_alive():
+        fitting.join(0.5)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]
+
+
+def run_training(cluster: ClusterConfig, lerobot_args: list[str], stop: StopRequest | None = None) -> RunSummary:
+    """``stop``: set by the caller's signal handlers; every rank then stops after one agreed step, which
+    LeRobot saves as a periodic checkpoint and the keeper publishes (raised as ``TrainingStopped``)."""
+    stop = stop or StopRequest()
     started = time.perf_counter()
     cluster, lerobot_args = absolute_paths(cluster, lerobot_args, Path.cwd())
     resuming = bool(cluster.checkpoint_dir) and has_complete_checkpoint(cluster.checkpoint_dir)
@@ -104,10 +139,14 @@ def run_training(cluster: ClusterConfig, lerobot_args: list[str]) -> RunSummary:
                 failure_config=FailureConfig(max_failures=cluster.max_failures),
             ),
         )
+        fitted = threading.Event()
+        forward_to_journal(stop, journal, fitted)
         try:
-            result = trainer.fit()
+            result = fit_listening(trainer, stop)
         except Exception as exc:  # Ray Train wraps worker errors in TrainingFailedError
             raise TrainingFailed(f"training failed: {root_cause(exc)}") from exc
+        finally:
+            fitted.set()
         restarts = ray.get(journal.attempts.remote()) - 1
     stats = result.return_value
     summary = RunSummary(
@@ -128,6 +167,7 @@ def run_training(cluster: ClusterConfig, lerobot_args: list[str]) -> RunSummary:
         output_dir=str(output_dir),
         uploads_skipped=stats["uploads_skipped"],
         uploads_failed=stats["uploads_failed"],
+        stopped_by=stop.name if stats["interrupted_at"] is not None else None,
     )
     path = summary.write(output_dir)
     if cluster.model_dir:
@@ -137,6 +177,13 @@ def run_training(cluster: ClusterConfig, lerobot_args: list[str]) -> RunSummary:
         summary.final_step, summary.steps, summary.loss_first or float("nan"), summary.loss_last or float("nan"),
         summary.samples_per_s or 0.0, summary.checkpoints, summary.wall_s, path,
     )
+    if summary.stopped_by:
+        step = stats["interrupted_at"]
+        log.info("%s: stopped after step %d, saved and published %.1fs after the signal", summary.stopped_by, step,
+                 time.monotonic() - stop.asked_at)
+        saved = (f"checkpoint {step} saved" if step in summary.checkpoints else
+                 f"checkpoint {step} NOT saved: {stats['lost'] or 'no checkpoint was written (--save_checkpoint=false?)'}")
+        raise TrainingStopped(f"stopped by {summary.stopped_by} at step {step}; {saved}", stop.signal)
     if stats["lost"]:
         # Training went on meanwhile, but a run whose newest checkpoint is not where it must be is no success.
         raise TrainingFailed(stats["lost"])

@@ -33,6 +33,9 @@ class RunSummary:
     output_dir: str
     uploads_skipped: list[str]
     """Checkpoints superseded by a newer one before their upload started (the queue holds one)."""
+    stopped_by: str | None = None
+    """The signal that stopped the run before ``steps`` (SIGTERM, SIGINT); ``final_step`` is where, and
+    ``checkpoints`` says whether that step was saved."""
     uploads_failed: dict[str, str] = field(default_factory=dict)
     """Checkpoint -> why its upload failed. A later published checkpoint covers it; a lost newest one
     fails the run (exit 1, the step and the cause in the error)."""

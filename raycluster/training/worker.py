@@ -15,6 +15,7 @@ import ray.train
 import torch.distributed as dist
 
 from raycluster.checkpoints.transfer import Shipper, fetch_directory, send_directory
+from raycluster.training.interrupt import Interrupted, StopAgreement
 from raycluster.training.lerobot_config import checkpoints_dir, flag_value, lerobot_argv, parse_train_config
 from raycluster.training.recorder import StepRecorder
 
@@ -209,8 +210,15 @@ def train_loop_per_worker(config: dict) -> dict | None:
     backend = dist.get_backend()
     started = time.perf_counter()
     shipper = Shipper(worker.checkpoint_keeper) if rank == 0 and worker.checkpoint_keeper is not None else None
-    with recorder.observing(lerobot_train), shipping(lerobot_train, shipper), lerobot_argv(args):
-        lerobot_train.train(cfg, accelerator=accelerator)
+    agreement = StopAgreement(worker.journal, accelerator.device)
+    interrupted_at = None
+    try:
+        with (recorder.observing(lerobot_train), agreement.watching(lerobot_train), shipping(lerobot_train, shipper),
+              lerobot_argv(args)):
+            lerobot_train.train(cfg, accelerator=accelerator)
+    except Interrupted as stop:
+        interrupted_at = stop.step
+        log.info("rank %d: stopped on request after step %d", rank, stop.step)
     if rank != 0:
         return None
     if shipper is not None:
@@ -225,7 +233,7 @@ def train_loop_per_worker(config: dict) -> dict | None:
                     f"{shipper.failed.get(newest.name, 'its upload never completed')}")
     else:
         saved = sorted(int(p.name) for p in checkpoints_dir(output_dir).glob("[0-9]*") if p.is_dir())
-    if worker.model_keeper is not None:
+    if worker.model_keeper is not None and interrupted_at is None:  # an interrupted run has no final model
         final = final_checkpoint(worker, output_dir, published)
         if final is None:
             log.warning("no checkpoint was saved (--save_checkpoint=false?): nothing to publish to the model dir")
@@ -246,5 +254,6 @@ def train_loop_per_worker(config: dict) -> dict | None:
         "uploads_skipped": shipper.skipped if shipper else [],
         "uploads_failed": shipper.failed if shipper else {},
         "lost": lost,
+        "interrupted_at": interrupted_at,
         "train_s": time.perf_counter() - started,
     }

@@ -1,0 +1,128 @@
+"""Stopping a run on a signal at a step every rank agrees on, with LeRobot's own checkpoint of that step.
+
+The driver is told (SIGTERM from SageMaker through Ray's job stop, Ctrl-C locally) and records it in the
+run's journal. Each rank polls the journal in the background, and after every optimizer step all ranks
+all-reduce "asked" (MAX): they all see it after the same step N. LeRobot's ``should_save_checkpoint`` then
+answers yes at N, so LeRobot saves N exactly as a periodic save (and resumes it unchanged), the keeper
+publishes it as any other, and the next step raises ``Interrupted`` on every rank before any collective.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from types import ModuleType
+
+import ray
+import torch
+import torch.distributed as dist
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.1
+
+
+class Interrupted(Exception):
+    """Raised on every rank at the step after the agreed one, once LeRobot has saved that one."""
+
+    def __init__(self, step: int):
+        super().__init__(f"stopped after step {step}")
+        self.step = step
+
+
+class StopRequest:
+    """SIGTERM or Ctrl-C asks the run to save and stop; a second Ctrl-C stops at once."""
+
+    def __init__(self) -> None:
+        self.signal: int | None = None
+        self.asked_at: float | None = None
+        """``time.monotonic()`` of the first signal."""
+        self._asked = threading.Event()
+
+    def listen(self) -> None:
+        """Take SIGINT and SIGTERM (main thread only). Called once connected: ``ray.init`` makes SIGTERM
+        exit the driver at once, which would lose the step being trained."""
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, self._on_signal)
+
+    def _on_signal(self, signum: int, _frame) -> None:
+        if self.signal == signal.SIGINT and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        log.warning("%s: saving the current step, then stopping%s", signal.Signals(signum).name,
+                    " (Ctrl-C again to stop at once)" if signum == signal.SIGINT else "")
+        self.ask(signum)
+
+    def ask(self, signum: int) -> None:
+        if self.signal is None:
+            self.signal, self.asked_at = signum, time.monotonic()
+            self._asked.set()
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signal).name if self.signal else ""
+
+    def wait(self, timeout: float) -> bool:
+        return self._asked.wait(timeout)
+
+
+def forward_to_journal(stop: StopRequest, journal, done: threading.Event) -> threading.Thread:
+    """Pass the driver's stop request on to every rank (through the journal, which outlives restarts)."""
+
+    def run() -> None:
+        while not done.is_set():
+            if stop.wait(POLL_S):
+                ray.get(journal.request_stop.remote(stop.name))
+                return
+
+    thread = threading.Thread(target=run, name="stop-forwarder", daemon=True)
+    thread.start()
+    return thread
+
+
+class StopAgreement:
+    """One rank's side: polls the journal, and agrees on the stop step with every other rank."""
+
+    def __init__(self, journal, device: torch.device):
+        self.device = device
+        self.stop_at: int | None = None
+        self._asked = threading.Event()
+        self._done = threading.Event()
+        threading.Thread(target=self._poll, args=(journal,), name="stop-poller", daemon=True).start()
+
+    def _poll(self, journal) -> None:
+        while not self._done.is_set() and not self._asked.is_set():
+            if ray.get(journal.stop_requested.remote()):
+                self._asked.set()
+            self._done.wait(POLL_S)
+
+    def after_step(self, step: int) -> None:
+        # One tiny collective per step: a rank that stopped alone would leave the others hanging.
+        asked = torch.tensor([int(self._asked.is_set())], device=self.device)
+        dist.all_reduce(asked, op=dist.ReduceOp.MAX)
+        if asked.item() and self.stop_at is None:
+            self.stop_at = step
+
+    @contextlib.contextmanager
+    def watching(self, lerobot_train: ModuleType) -> Iterator[None]:
+        update, should_save = lerobot_train.update_policy, lerobot_train.should_save_checkpoint
+
+        def agreed_update(train_metrics, *args, **kwargs):
+            if self.stop_at is not None:
+                raise Interrupted(self.stop_at)
+            result = update(train_metrics, *args, **kwargs)
+            self.after_step(train_metrics.steps + 1)  # LeRobot counts this step right after we return
+            return result
+
+        def agreed_save(step: int, save_freq: int, total_steps: int) -> bool:
+            return step == self.stop_at or should_save(step, save_freq, total_steps)
+
+        lerobot_train.update_policy, lerobot_train.should_save_checkpoint = agreed_update, agreed_save
+        try:
+            yield
+        finally:
+            lerobot_train.update_policy, lerobot_train.should_save_checkpoint = update, should_save
+            self._done.set()
