@@ -163,6 +163,20 @@ def test_sigterm_on_every_host_saves_the_step_reached_and_the_restarted_job_resu
     assert summary["resumed_from"] == step and summary["final_step"] == step + 2
 
 
+def test_a_save_that_misses_the_deadline_leaves_the_previous_checkpoint_newest(dataset, tmp_path):
+    # Ray kills the driver 1 s after SIGTERM (entry.stop_timeout_s): too soon for any save of the step reached.
+    hps = {**TINY_ACT_HPS, "steps": 2000, "save_freq": 3, "log_freq": 1, "entry__stop_timeout_s": 1}
+    sim = start_sim(tmp_path, 2, hps, dataset)
+    wait_for_log(tmp_path / "algo-1" / "log.txt", "published checkpoint 000003")
+    sim.send_signal(signal.SIGTERM)
+    result = finish(sim, tmp_path, timeout=180)
+    assert all(h["exit_code"] == 143 and "SIGTERM" in h["failure"] for h in result.values()), result
+    names = LocalStore(head_checkpoints(tmp_path)).names()
+    assert names and all(int(name) % 3 == 0 for name in names), names  # periodic saves only, each complete
+    assert_all_complete(head_checkpoints(tmp_path))
+    assert_clean()
+
+
 def test_rank0_off_the_head_ships_checkpoints_to_it_and_a_restarted_job_resumes(dataset, tmp_path):
     # The head trains nothing here, so rank 0 runs on another host and every file crosses the network.
     first = tmp_path / "first"
