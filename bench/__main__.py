@@ -129,7 +129,7 @@ class Bench:
         lost = reached - (rerun["resumed_from"] or 0)
         self.rows += [
             ("interrupt", "steps lost at SIGTERM", float("nan"), float(max(lost, 0)), f"exit {proc.returncode}", "0-1"),
-            ("interrupt", "SIGTERM -> checkpoint published s", float("nan"), published, f"exit after {exited:.1f}s", "< 45 s"),
+            ("interrupt", "SIGTERM -> checkpoint published s", float("nan"), published, f"exit at {exited:.1f}s", "< 45 s"),
         ]
 
     def print(self) -> None:

@@ -23,7 +23,8 @@ def ray_cluster(address: str) -> Iterator[None]:
     scratch = None
     if address == "local":
         # Ray's processes inherit TMPDIR: their temp files (multiprocessing's pymp-*, left behind by any
-        # process that is killed) go into a directory removed with the cluster.
+        # process that is killed) and Ray's session dir go into a directory removed with the cluster
+        # (kept when the run fails, for its logs).
         scratch = tempfile.mkdtemp(prefix="raycluster-tmp-")
         saved, os.environ["TMPDIR"] = os.environ.get("TMPDIR"), scratch
         try:
@@ -38,11 +39,17 @@ def ray_cluster(address: str) -> Iterator[None]:
             raise UsageError(f"--cluster.address={address}: no Ray cluster answers there ({exc}); "
                              "start one or use --cluster.address=local") from None
         log.info("joined the Ray cluster at %s; dashboard: http://%s", address, context.dashboard_url)
+    failed = False
     try:
         yield
+    except BaseException:
+        failed = True
+        raise
     finally:
         ray.shutdown()
-        if scratch is not None:
+        if scratch is not None and failed:
+            log.info("this failed run's Ray session (logs under ray/session_*/logs) is kept in %s", scratch)
+        elif scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
 
 
