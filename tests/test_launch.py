@@ -64,7 +64,7 @@ FLAGS = ["--policy.type=act", "--steps=7", "--policy.pretrained_backbone_weights
     [
         (["--instance-type=p5.48xlarge"], "--instance-type 'p5.48xlarge' is not a SageMaker instance type"),
         (["--max-wait=100"], "--spot needs --max-wait >= --max-run"),
-        ([f"--checkpoint-s3="], "--spot needs --checkpoint-s3"),
+        (["--checkpoint-s3="], "--spot needs --checkpoint-s3"),
         (["--role=SageMakerRole"], "--role 'SageMakerRole' is not an IAM role ARN"),
         (["--job_name=it's"], "a ' in a value breaks SageMaker's driver"),
         (["--policy/type=act"], "a flag name may hold only letters"),
