@@ -17,8 +17,8 @@ from pathlib import Path
 from raycluster.bootstrap import (
     DASHBOARD_PORT, GCS_PORT, Gcs, NodeSpec, RayNode, gcs_reachable, resolve, wait_for,
 )
-from raycluster.errors import UsageError
 from raycluster.cluster_config import split_cluster_args
+from raycluster.errors import UsageError
 from raycluster.sagemaker.hyperparameters import NO_JOB, EntrySettings, split_hyperparameters
 from raycluster.sagemaker.network_env import collective_env, efa_available, gpu_network_env
 from raycluster.sagemaker.topology import Topology, read_topology, sagemaker_base
@@ -304,6 +304,8 @@ def run_worker(topology: Topology, settings: EntrySettings, stop: threading.Even
                 outcome = None
                 unreachable_since = unreachable_since or time.monotonic()
                 if time.monotonic() - unreachable_since > settings.lost_after_s:
+                    if stop.is_set():  # every host was told to stop: the head leaving is no failure of its own
+                        raise HostFailure("stopped by SIGTERM; the head ended the cluster") from None
                     raise HostFailure(f"head {topology.head_host} unreachable for {settings.lost_after_s:g}s; "
                                       "the job's head host failed") from None
             if outcome is not None:
