@@ -225,8 +225,9 @@ class Head:
         outcome = job.outcome()
         log.info("job %s: %s, driver exit code %s", job.id, outcome.status, outcome.exit_code)
         if reason:
-            # The training job's own last word on a SIGTERM: the step it stopped at and whether it was saved.
-            said = job.failure_reason()
+            said = job.failure_reason() if self.stop.is_set() else ""
+            # On our own SIGTERM, the training job's last word: the step it stopped at and whether it was saved.
+            # A lost host stays the reason, whatever the job did once stopped.
             raise HostFailure(said.split("raycluster train: ", 1)[1] if "raycluster train: stopped by" in said else reason)
         if outcome.status != "SUCCEEDED":
             raise JobFailed(outcome.exit_code or 1, f"job {outcome.status.lower()}: {job.failure_reason()}")
