@@ -27,8 +27,10 @@ from raycluster.training.worker import resume_source
 
 
 @pytest.fixture(scope="module")
-def local_ray():
-    ray.init(num_cpus=1, include_dashboard=False)
+def local_ray(tmp_path_factory):
+    # Keepers made here without a staging dir stage in their process's temp dir: keep that out of /tmp.
+    ray.init(num_cpus=1, include_dashboard=False,
+             runtime_env={"env_vars": {"TMPDIR": str(tmp_path_factory.mktemp("actor-tmp"))}})
     yield
     ray.shutdown()
 
