@@ -70,7 +70,7 @@ def prune_older(published: Path) -> None:
     """Once the keeper holds ``published``, rank 0's older local checkpoints serve nothing (a resume takes
     ``last`` or the keeper's): removed, so node-local scratch does not grow with the length of the run."""
     for older in published.parent.iterdir():
-        if older.name.isdigit() and int(older.name) < int(published.name) and not older.is_symlink():
+        if older.name.isdigit() and int(older.name) < int(published.name):
             shutil.rmtree(older, ignore_errors=True)
 
 

@@ -69,10 +69,11 @@ class LaunchSpec:
             if len(key) > 128 or len(value) > 256 or key.lower().startswith("aws:"):
                 raise UsageError(f"--tag {key}={value}: keys up to 128 characters and not starting with 'aws:', "
                                  "values up to 256 (AWS's tag rules)")
-        for flag, values, pattern in (("--subnet", self.subnets, SUBNET), ("--security-group", self.security_groups, SECURITY_GROUP)):
+        for flag, values, pattern, example in (("--subnet", self.subnets, SUBNET, "subnet-0123456789abcdef0"),
+                                               ("--security-group", self.security_groups, SECURITY_GROUP, "sg-0123456789abcdef0")):
             for value in values:
                 if not pattern.match(value):
-                    raise UsageError(f"{flag} {value!r} is not a {pattern.pattern[1:].split('-')[0]}-… id")
+                    raise UsageError(f"{flag} {value!r} is not a {example.split('-')[0]}-… id (e.g. {example})")
         if bool(self.subnets) != bool(self.security_groups):
             raise UsageError("--subnet and --security-group go together: SageMaker's VPC config needs both")
         if self.spot:

@@ -1,7 +1,7 @@
 """Stopping a run on a signal at a step every rank agrees on, with LeRobot's own checkpoint of that step.
 
 The driver is told (SIGTERM from SageMaker through Ray's job stop, Ctrl-C locally) and records it in the
-run's journal. Each rank polls the journal in the background, and after every optimizer step all ranks
+run's journal. Rank 0 polls the journal in the background, and after every optimizer step all ranks
 all-reduce "asked" (MAX): they all see it after the same step N. LeRobot's ``should_save_checkpoint`` then
 answers yes at N, so LeRobot saves N exactly as a periodic save (and resumes it unchanged), the keeper
 publishes it as any other, and the next step raises ``Interrupted`` on every rank before any collective.
@@ -84,14 +84,16 @@ def forward_to_journal(stop: StopRequest, journal, done: threading.Event) -> thr
 
 
 class StopAgreement:
-    """One rank's side: polls the journal, and agrees on the stop step with every other rank."""
+    """One rank's side of agreeing on the stop step. Only rank 0 polls the journal: the per-step all-reduce
+    (MAX) carries its answer to every other rank, so the journal sees one caller, not one per GPU."""
 
-    def __init__(self, journal, device: torch.device):
+    def __init__(self, journal, device: torch.device, polls: bool):
         self.device = device
         self.stop_at: int | None = None
         self._asked = threading.Event()
         self._done = threading.Event()
-        threading.Thread(target=self._poll, args=(journal,), name="stop-poller", daemon=True).start()
+        if polls:
+            threading.Thread(target=self._poll, args=(journal,), name="stop-poller", daemon=True).start()
 
     def _poll(self, journal) -> None:
         while not self._done.is_set() and not self._asked.is_set():

@@ -210,7 +210,7 @@ def train_loop_per_worker(config: dict) -> dict | None:
     backend = dist.get_backend()
     started = time.perf_counter()
     shipper = Shipper(worker.checkpoint_keeper) if rank == 0 and worker.checkpoint_keeper is not None else None
-    agreement = StopAgreement(worker.journal, accelerator.device)
+    agreement = StopAgreement(worker.journal, accelerator.device, polls=rank == 0)
     interrupted_at = None
     try:
         with (recorder.observing(lerobot_train), agreement.watching(lerobot_train), shipping(lerobot_train, shipper),
