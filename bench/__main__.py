@@ -34,17 +34,32 @@ class Bench:
     def __init__(self, steps: int, workers: int):
         self.steps, self.workers = steps, workers
         self.work = Path(tempfile.mkdtemp(prefix="raycluster-bench-"))
-        self.env = {**os.environ, "HOME": str(self.work), "RAY_AUTH_MODE": "disabled", "WANDB_MODE": "disabled",
-                    "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
+        self.env = {
+            **os.environ,
+            "HOME": str(self.work),
+            "RAY_AUTH_MODE": "disabled",
+            "WANDB_MODE": "disabled",
+            "HF_HUB_OFFLINE": "1",
+            "PYTHONPATH": str(REPO),
+            "PYTHONUNBUFFERED": "1",
+        }
         spec = SyntheticDatasetSpec(root=self.work / "dataset")
         make_synthetic_dataset(spec)
-        self.flags = [f"--dataset.repo_id={spec.repo_id}", f"--dataset.root={spec.root}", *TINY_ACT,
-                      "--batch_size=4", "--num_workers=0", "--seed=1"]
+        self.flags = [
+            f"--dataset.repo_id={spec.repo_id}",
+            f"--dataset.root={spec.root}",
+            *TINY_ACT,
+            "--batch_size=4",
+            "--num_workers=0",
+            "--seed=1",
+        ]
         self.rows: list[tuple[str, str, float, float, str, str]] = []
 
     def run(self, cmd: list[str]) -> tuple[float, str]:
-        print(f"bench: {' '.join(Path(c).name if c.startswith('/') and i == 0 else c for i, c in enumerate(cmd[:5]))} ...",
-              flush=True)
+        print(
+            f"bench: {' '.join(Path(c).name if c.startswith('/') and i == 0 else c for i, c in enumerate(cmd[:5]))} ...",
+            flush=True,
+        )
         started = time.perf_counter()
         result = subprocess.run(cmd, capture_output=True, text=True, env=self.env, cwd=REPO)
         if result.returncode != 0:
@@ -53,20 +68,47 @@ class Bench:
 
     def raycluster(self, name: str, *flags: str, steps: int | None = None, save_freq: int | None = None) -> dict:
         steps = steps or self.steps
-        wall, _ = self.run([sys.executable, "-m", "raycluster", "train", f"--cluster.num_workers={self.workers}",
-                            *self.flags, f"--steps={steps}", f"--save_freq={save_freq or steps}",
-                            f"--log_freq={steps}", f"--output_dir={self.work / name}", *flags])
+        wall, _ = self.run(
+            [
+                sys.executable,
+                "-m",
+                "raycluster",
+                "train",
+                f"--cluster.num_workers={self.workers}",
+                *self.flags,
+                f"--steps={steps}",
+                f"--save_freq={save_freq or steps}",
+                f"--log_freq={steps}",
+                f"--output_dir={self.work / name}",
+                *flags,
+            ]
+        )
         return {**read_summary(self.work / name), "wall": wall}
 
     def training(self) -> None:
-        wall, out = self.run([str(BIN / "torchrun"), f"--nproc-per-node={self.workers}", "bench/plain_lerobot.py",
-                              *self.flags, f"--steps={self.steps}", f"--save_freq={self.steps}",
-                              f"--log_freq={self.steps}", f"--output_dir={self.work / 'plain'}"])
+        wall, out = self.run(
+            [
+                str(BIN / "torchrun"),
+                f"--nproc-per-node={self.workers}",
+                "bench/plain_lerobot.py",
+                *self.flags,
+                f"--steps={self.steps}",
+                f"--save_freq={self.steps}",
+                f"--log_freq={self.steps}",
+                f"--output_dir={self.work / 'plain'}",
+            ]
+        )
         plain = json.loads(out.split("BENCH ", 1)[1].splitlines()[0])
         ours = self.raycluster("ray")
         self.rows += [
-            ("training", "loop samples/s", plain["samples_per_s"], ours["samples_per_s"],
-             f"{ours['samples_per_s'] / plain['samples_per_s']:.3f}", ">= 0.98"),
+            (
+                "training",
+                "loop samples/s",
+                plain["samples_per_s"],
+                ours["samples_per_s"],
+                f"{ours['samples_per_s'] / plain['samples_per_s']:.3f}",
+                ">= 0.98",
+            ),
             ("training", "end-to-end wall s", wall, ours["wall"], f"{ours['wall'] - wall:+.1f} s", "<= +10 s"),
         ]
 
@@ -76,18 +118,43 @@ class Bench:
         keeper = self.raycluster("ckpt-keeper", f"--cluster.checkpoint_dir={self.work / 'root'}", save_freq=every)
         overhead = 1 - keeper["samples_per_s"] / local["samples_per_s"]
         self.rows += [
-            ("checkpoints", f"loop samples/s, save every {every}", local["samples_per_s"], keeper["samples_per_s"],
-             f"{overhead:+.1%}", "keeper < +5% over local"),
-            ("checkpoints", "local save stall vs none", none["samples_per_s"], local["samples_per_s"],
-             f"{1 - local['samples_per_s'] / none['samples_per_s']:+.1%}", "(LeRobot's own)"),
+            (
+                "checkpoints",
+                f"loop samples/s, save every {every}",
+                local["samples_per_s"],
+                keeper["samples_per_s"],
+                f"{overhead:+.1%}",
+                "keeper < +5% over local",
+            ),
+            (
+                "checkpoints",
+                "local save stall vs none",
+                none["samples_per_s"],
+                local["samples_per_s"],
+                f"{1 - local['samples_per_s'] / none['samples_per_s']:+.1%}",
+                "(LeRobot's own)",
+            ),
         ]
 
     def recovery(self) -> None:
-        cmd = [sys.executable, "-m", "raycluster", "train", f"--cluster.num_workers={self.workers}",
-               "--cluster.max_failures=1", f"--cluster.checkpoint_dir={self.work / 'rec-root'}", *self.flags,
-               f"--steps={RECOVERY_STEPS}", "--save_freq=5", "--log_freq=1", f"--output_dir={self.work / 'rec'}"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "raycluster",
+            "train",
+            f"--cluster.num_workers={self.workers}",
+            "--cluster.max_failures=1",
+            f"--cluster.checkpoint_dir={self.work / 'rec-root'}",
+            *self.flags,
+            f"--steps={RECOVERY_STEPS}",
+            "--save_freq=5",
+            "--log_freq=1",
+            f"--output_dir={self.work / 'rec'}",
+        ]
         print(f"bench: recovery, rank 1 killed after the first checkpoint ({RECOVERY_STEPS} steps) ...", flush=True)
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self.env, cwd=REPO)
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self.env, cwd=REPO
+        )
         pids, killed, resumed = {}, None, None
         manifest = self.work / "rec-root" / "checkpoints" / "000005" / "raycluster_manifest.json"
         for line in proc.stdout:
@@ -105,12 +172,22 @@ class Bench:
 
     def interruption(self) -> None:
         root = self.work / "int-root" / "checkpoints"
-        cmd = [sys.executable, "-m", "raycluster", "train", f"--cluster.num_workers={self.workers}",
-               f"--cluster.checkpoint_dir={root.parent}", *self.flags, "--save_freq=100000", "--log_freq=1",
-               f"--output_dir={self.work / 'int'}"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "raycluster",
+            "train",
+            f"--cluster.num_workers={self.workers}",
+            f"--cluster.checkpoint_dir={root.parent}",
+            *self.flags,
+            "--save_freq=100000",
+            "--log_freq=1",
+            f"--output_dir={self.work / 'int'}",
+        ]
         print("bench: interruption, SIGTERM after 10 steps, then a rerun ...", flush=True)
-        proc = subprocess.Popen([*cmd, "--steps=1000"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                env=self.env, cwd=REPO)
+        proc = subprocess.Popen(
+            [*cmd, "--steps=1000"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self.env, cwd=REPO
+        )
         reached = 0
         for line in proc.stdout:
             if m := re.search(r"step:(\d+) ", line):
@@ -129,12 +206,21 @@ class Bench:
         lost = reached - (rerun["resumed_from"] or 0)
         self.rows += [
             ("interrupt", "steps lost at SIGTERM", float("nan"), float(max(lost, 0)), f"exit {proc.returncode}", "0-1"),
-            ("interrupt", "SIGTERM -> checkpoint published s", float("nan"), published, f"exit at {exited:.1f}s", "< 45 s"),
+            (
+                "interrupt",
+                "SIGTERM -> checkpoint published s",
+                float("nan"),
+                published,
+                f"exit at {exited:.1f}s",
+                "< 45 s",
+            ),
         ]
 
     def print(self) -> None:
-        print(f"\ntiny ACT, {self.workers} CPU workers, batch 4 per worker; training and checkpoints {self.steps} steps, "
-              f"recovery {RECOVERY_STEPS} steps")
+        print(
+            f"\ntiny ACT, {self.workers} CPU workers, batch 4 per worker; training and checkpoints {self.steps} steps, "
+            f"recovery {RECOVERY_STEPS} steps"
+        )
         print(f"{'part':<12}{'metric':<34}{'baseline':>10}{'raycluster':>12}{'ratio/diff':>14}  goal")
         for part, metric, base, mine, rel, goal in self.rows:
             base_text = "" if base != base else f"{base:.2f}"
@@ -150,8 +236,12 @@ def main() -> None:
     args = parser.parse_args()
     bench = Bench(args.steps, args.workers)
     try:
-        for part, run in (("training", bench.training), ("checkpoints", bench.checkpoint_stall),
-                          ("recovery", bench.recovery), ("interruption", bench.interruption)):
+        for part, run in (
+            ("training", bench.training),
+            ("checkpoints", bench.checkpoint_stall),
+            ("recovery", bench.recovery),
+            ("interruption", bench.interruption),
+        ):
             if args.only in (None, part):
                 run()
         bench.print()

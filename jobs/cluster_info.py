@@ -1,6 +1,6 @@
 """A user's own kind of Ray job script: list the cluster's nodes and accelerators, run a task on each.
 
-    ray job submit --address http://127.0.0.1:8265 -- python jobs/cluster_info.py
+ray job submit --address http://127.0.0.1:8265 -- python jobs/cluster_info.py
 """
 
 import json
@@ -22,7 +22,9 @@ if __name__ == "__main__":
     nodes = [n for n in ray.nodes() if n["Alive"]]
     print(f"{len(nodes)} node(s), resources: {json.dumps(ray.cluster_resources())}")
     tasks = [
-        where.options(scheduling_strategy=ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote()
+        where.options(
+            scheduling_strategy=ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)
+        ).remote()
         for n in nodes
     ]
     for result in ray.get(tasks):

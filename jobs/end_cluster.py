@@ -1,6 +1,6 @@
 """Ends an interactive cluster (hyperparameter ``entry.keep_alive_s``) before its time is up.
 
-    ray job submit --address http://localhost:8265 -- python jobs/end_cluster.py
+ray job submit --address http://localhost:8265 -- python jobs/end_cluster.py
 """
 
 import sys

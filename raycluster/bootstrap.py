@@ -66,13 +66,24 @@ class NodeSpec:
 
     def command(self) -> list[str]:
         ray = Path(sys.executable).with_name("ray")
-        cmd = [str(ray if ray.exists() else shutil.which("ray") or "ray"), "start", "--block",
-               f"--node-ip-address={self.ip}", f"--num-cpus={self.num_cpus}", f"--num-gpus={self.num_gpus}",
-               f"--temp-dir={self.temp_dir}", f"--object-store-memory={self.object_store_bytes}",
-               "--disable-usage-stats"]
+        cmd = [
+            str(ray if ray.exists() else shutil.which("ray") or "ray"),
+            "start",
+            "--block",
+            f"--node-ip-address={self.ip}",
+            f"--num-cpus={self.num_cpus}",
+            f"--num-gpus={self.num_gpus}",
+            f"--temp-dir={self.temp_dir}",
+            f"--object-store-memory={self.object_store_bytes}",
+            "--disable-usage-stats",
+        ]
         if self.head_address is None:
-            cmd += ["--head", f"--port={GCS_PORT}", f"--dashboard-host={self.dashboard_host}",
-                    f"--dashboard-port={DASHBOARD_PORT}"]
+            cmd += [
+                "--head",
+                f"--port={GCS_PORT}",
+                f"--dashboard-host={self.dashboard_host}",
+                f"--dashboard-port={DASHBOARD_PORT}",
+            ]
         else:
             cmd += [f"--address={self.head_address}"]
         return cmd
@@ -91,8 +102,11 @@ class RayNode:
         log_path = spec.temp_dir / "ray-start.log"
         self._log = log_path.open("ab")
         self.process = subprocess.Popen(
-            spec.command(), env={**os.environ, **FAST_FAILURE_ENV, "TMPDIR": str(scratch), **spec.env},
-            stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+            spec.command(),
+            env={**os.environ, **FAST_FAILURE_ENV, "TMPDIR": str(scratch), **spec.env},
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         log.info("ray node starting on %s (pid %d, log %s)", spec.ip, self.process.pid, log_path)
 

@@ -53,10 +53,13 @@ class ClusterConfig:
         for name in ("checkpoint_dir", "model_dir"):
             value = getattr(self, name)
             if "://" in value and not value.startswith("s3://"):
-                raise UsageError(f"--cluster.{name}={value}: only local paths and s3://bucket/prefix (lower case) "
-                                 "are understood")
+                raise UsageError(
+                    f"--cluster.{name}={value}: only local paths and s3://bucket/prefix (lower case) are understood"
+                )
         if "://" in self.staging_dir:
-            raise UsageError(f"--cluster.staging_dir={self.staging_dir}: a local directory on the checkpoint root's filesystem")
+            raise UsageError(
+                f"--cluster.staging_dir={self.staging_dir}: a local directory on the checkpoint root's filesystem"
+            )
         if not self.address:
             raise UsageError("--cluster.address must be local, auto or HOST:PORT")
 

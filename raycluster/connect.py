@@ -36,8 +36,10 @@ def ray_cluster(address: str) -> Iterator[None]:
         try:
             context = ray.init(address=address, log_to_driver=True)
         except ConnectionError as exc:
-            raise UsageError(f"--cluster.address={address}: no Ray cluster answers there ({exc}); "
-                             "start one or use --cluster.address=local") from None
+            raise UsageError(
+                f"--cluster.address={address}: no Ray cluster answers there ({exc}); "
+                "start one or use --cluster.address=local"
+            ) from None
         log.info("joined the Ray cluster at %s; dashboard: http://%s", address, context.dashboard_url)
     failed = False
     try:

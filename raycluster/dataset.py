@@ -106,6 +106,10 @@ def make_synthetic_dataset(spec: SyntheticDatasetSpec) -> Path:
 def check_dataset_root(root: Path) -> None:
     """Fail before any cluster starts if --dataset.root is not a LeRobot dataset."""
     if not root.is_dir():
-        raise UsageError(f"--dataset.root {root} does not exist; make one with `raycluster dataset synthetic --root {root}`")
+        raise UsageError(
+            f"--dataset.root {root} does not exist; make one with `raycluster dataset synthetic --root {root}`"
+        )
     if not (root / "meta" / "info.json").is_file():
-        raise UsageError(f"--dataset.root {root} is not a LeRobot dataset (no meta/info.json); point it at a dataset root")
+        raise UsageError(
+            f"--dataset.root {root} is not a LeRobot dataset (no meta/info.json); point it at a dataset root"
+        )

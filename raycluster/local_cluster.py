@@ -47,19 +47,35 @@ def up(state_dir: Path, num_cpus: int | None, num_gpus: int, ip: str = "127.0.0.
     if not token.exists():
         new_token(token)
     # Ray's socket paths live under its temp dir and may not exceed 107 bytes: keep it short.
-    temp_dir = Path(tempfile.gettempdir()) / f"raycluster-{hashlib.sha1(str(state_dir.resolve()).encode()).hexdigest()[:10]}"
-    spec = NodeSpec(ip=ip, num_cpus=num_cpus or os.cpu_count() or 1, num_gpus=num_gpus, temp_dir=temp_dir,
-                    dashboard_host=ip, env={"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token),
-                                            # `python` in a submitted job is this environment's python.
-                                            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"})
+    temp_dir = (
+        Path(tempfile.gettempdir()) / f"raycluster-{hashlib.sha1(str(state_dir.resolve()).encode()).hexdigest()[:10]}"
+    )
+    spec = NodeSpec(
+        ip=ip,
+        num_cpus=num_cpus or os.cpu_count() or 1,
+        num_gpus=num_gpus,
+        temp_dir=temp_dir,
+        dashboard_host=ip,
+        env={
+            "RAY_AUTH_MODE": "token",
+            "RAY_AUTH_TOKEN_PATH": str(token),
+            # `python` in a submitted job is this environment's python.
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        },
+    )
     node = RayNode(spec)
     # Up means both answer: the GCS (drivers, workers) and the dashboard (jobs, the browser).
     ready = lambda: not node.alive() or (gcs_reachable(ip) and gcs_reachable(ip, DASHBOARD_PORT))  # noqa: E731
     if not wait_for(ready, 90) or not node.alive():
         node.stop()
         raise UsageError(f"the Ray head did not start; see {spec.temp_dir}/ray-start.log")
-    cluster = LocalCluster(pid=node.process.pid, address=f"{ip}:{GCS_PORT}", dashboard_url=f"http://{ip}:{DASHBOARD_PORT}",
-                           token_path=str(token), temp_dir=str(spec.temp_dir))
+    cluster = LocalCluster(
+        pid=node.process.pid,
+        address=f"{ip}:{GCS_PORT}",
+        dashboard_url=f"http://{ip}:{DASHBOARD_PORT}",
+        token_path=str(token),
+        temp_dir=str(spec.temp_dir),
+    )
     state_file(state_dir).write_text(json.dumps(asdict(cluster), indent=2))
     return cluster
 

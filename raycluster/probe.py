@@ -88,8 +88,11 @@ def run_probe(num_workers: int, use_gpu: bool, sizes=DEFAULT_SIZES, iters: int =
     if use_gpu:
         # Rank 0's own log file: NCCL's lines tell which transport it picked.
         debug_dir = Path(tempfile.mkdtemp(prefix="nccl-probe-"))
-        env = {"NCCL_DEBUG": os.environ.get("NCCL_DEBUG", "INFO"), "NCCL_DEBUG_SUBSYS": "INIT,NET",
-               "NCCL_DEBUG_FILE": str(debug_dir / "nccl-%h-%p.log")}
+        env = {
+            "NCCL_DEBUG": os.environ.get("NCCL_DEBUG", "INFO"),
+            "NCCL_DEBUG_SUBSYS": "INIT,NET",
+            "NCCL_DEBUG_FILE": str(debug_dir / "nccl-%h-%p.log"),
+        }
     trainer = TorchTrainer(
         probe_worker,
         train_loop_config={"sizes": list(sizes), "iters": iters, "use_gpu": use_gpu},
@@ -102,13 +105,17 @@ def run_probe(num_workers: int, use_gpu: bool, sizes=DEFAULT_SIZES, iters: int =
 
 
 def report(result: dict) -> str:
-    lines = [f"all-reduce across {result['world_size']} workers, backend {result['backend']}",
-             f"{'size':>12}{'time us':>12}{'algbw GB/s':>12}{'busbw GB/s':>12}"]
+    lines = [
+        f"all-reduce across {result['world_size']} workers, backend {result['backend']}",
+        f"{'size':>12}{'time us':>12}{'algbw GB/s':>12}{'busbw GB/s':>12}",
+    ]
     for row in result["rows"]:
         lines.append(f"{row['bytes']:>12}{row['us']:>12.1f}{row['algbw_gbps']:>12.3f}{row['busbw_gbps']:>12.3f}")
     transport: Transport = result["transport"]
     lines.append(f"transport: {transport.name}" + (f"  ({transport.evidence})" if transport.evidence else ""))
     if transport.fell_back_to_sockets:
-        lines.append("WARNING: NCCL FELL BACK TO SOCKETS: EFA is not in use; check FI_PROVIDER, the EFA "
-                     "security group rule and the aws-ofi-nccl plugin")
+        lines.append(
+            "WARNING: NCCL FELL BACK TO SOCKETS: EFA is not in use; check FI_PROVIDER, the EFA "
+            "security group rule and the aws-ofi-nccl plugin"
+        )
     return "\n".join(lines)

@@ -52,7 +52,10 @@ def run_cli(*args: str, timeout: float = 600, cwd: Path = REPO) -> subprocess.Co
     """The CLI as a user runs it, in its own process."""
     return subprocess.run(
         [sys.executable, "-m", "raycluster", *args],
-        capture_output=True, text=True, timeout=timeout, cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
     )
 
 

@@ -51,7 +51,11 @@ def test_existing_output_dir_is_refused_and_kept(dataset, tmp_path):
 
 def test_more_workers_than_the_cluster_has_fails_fast(dataset, tmp_path):
     result = run_cli(
-        "train", "--cluster.num_workers=64", *dataset_flags(dataset), *TINY_ACT, f"--output_dir={tmp_path}/out",
+        "train",
+        "--cluster.num_workers=64",
+        *dataset_flags(dataset),
+        *TINY_ACT,
+        f"--output_dir={tmp_path}/out",
         timeout=120,
     )
     assert result.returncode == 2

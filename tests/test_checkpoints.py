@@ -29,8 +29,11 @@ from raycluster.training.worker import resume_source
 @pytest.fixture(scope="module")
 def local_ray(tmp_path_factory):
     # Keepers made here without a staging dir stage in their process's temp dir: keep that out of /tmp.
-    ray.init(num_cpus=1, include_dashboard=False,
-             runtime_env={"env_vars": {"TMPDIR": str(tmp_path_factory.mktemp("actor-tmp"))}})
+    ray.init(
+        num_cpus=1,
+        include_dashboard=False,
+        runtime_env={"env_vars": {"TMPDIR": str(tmp_path_factory.mktemp("actor-tmp"))}},
+    )
     yield
     ray.shutdown()
 
@@ -40,8 +43,12 @@ def s3_endpoint():
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
     server.start()
     host, port = server.get_host_and_port()
-    env = {"AWS_ENDPOINT_URL": f"http://{host}:{port}", "AWS_ACCESS_KEY_ID": "test",
-           "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}
+    env = {
+        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     boto3.client("s3").create_bucket(Bucket="ckpts")
@@ -64,7 +71,9 @@ def test_published_checkpoints_are_whole_and_bad_ones_are_moved_aside(local_ray,
     for step in ("000002", "000004", "000006"):
         send_directory(keeper, fake_checkpoint(tmp_path / "src" / step), step)
     root = tmp_path / "root" / "checkpoints"
-    assert json.loads((root / "000006" / MANIFEST).read_text())["pretrained_model/model.safetensors"]["size"] == 3_000_000
+    assert (
+        json.loads((root / "000006" / MANIFEST).read_text())["pretrained_model/model.safetensors"]["size"] == 3_000_000
+    )
     # A truncated newest checkpoint, and a SageMaker sync leftover in the one before.
     with (root / "000006" / "pretrained_model" / "model.safetensors").open("r+b") as f:
         f.truncate(1000)
@@ -88,7 +97,7 @@ def test_a_staging_dir_beside_the_root_puts_each_checkpoint_in_place_by_one_rena
 
     def watch():  # what SageMaker's sync would see, polled while the checkpoints are published
         while publishing:
-            for entry in (list(root.iterdir()) if root.is_dir() else []):
+            for entry in list(root.iterdir()) if root.is_dir() else []:
                 seen.append((entry.name, (entry / MANIFEST).exists()))
 
     with ThreadPoolExecutor(1) as pool:
@@ -115,16 +124,19 @@ def test_retention_spares_a_checkpoint_that_is_being_fetched(local_ray, tmp_path
     assert ray.get(keeper.complete_steps.remote()) == [3]
 
 
-@pytest.mark.parametrize("keeper, local, attempt, source", [
-    (None, [30, None], 2, None),            # rank 0's node alone has step 30: the other node could not resume it
-    (20, [30, None], 2, ("keeper", 20)),    # ... so the keeper's, which every node can fetch
-    (None, [30, 30], 2, ("local", 30)),     # one node (or a shared filesystem): no fetch needed
-    (20, [30, 30], 2, ("local", 30)),       # the newer of the two
-    (30, [20, 20], 2, ("keeper", 30)),
-    (30, [30, 30], 1, ("keeper", 30)),      # a restarted job: the keeper's, never stale local files
-    (None, [30, 30], 1, None),
-    (None, [None, None], 3, None),
-])
+@pytest.mark.parametrize(
+    "keeper, local, attempt, source",
+    [
+        (None, [30, None], 2, None),  # rank 0's node alone has step 30: the other node could not resume it
+        (20, [30, None], 2, ("keeper", 20)),  # ... so the keeper's, which every node can fetch
+        (None, [30, 30], 2, ("local", 30)),  # one node (or a shared filesystem): no fetch needed
+        (20, [30, 30], 2, ("local", 30)),  # the newer of the two
+        (30, [20, 20], 2, ("keeper", 30)),
+        (30, [30, 30], 1, ("keeper", 30)),  # a restarted job: the keeper's, never stale local files
+        (None, [30, 30], 1, None),
+        (None, [None, None], 3, None),
+    ],
+)
 def test_a_restart_resumes_only_from_a_checkpoint_every_rank_can_reach(keeper, local, attempt, source):
     assert resume_source(keeper, local, attempt) == source
 
@@ -165,7 +177,9 @@ def test_s3_root_publishes_manifest_last_and_resumes(local_ray, s3_endpoint, tmp
     keys = {o["Key"] for o in boto3.client("s3").list_objects_v2(Bucket="ckpts")["Contents"]}
     assert "run1/checkpoints/000003/raycluster_manifest.json" in keys
     # An upload that died before its manifest: never resumed from, moved aside.
-    boto3.client("s3").put_object(Bucket="ckpts", Key="run1/checkpoints/000009/pretrained_model/model.safetensors", Body=b"half")
+    boto3.client("s3").put_object(
+        Bucket="ckpts", Key="run1/checkpoints/000009/pretrained_model/model.safetensors", Body=b"half"
+    )
     assert ray.get(keeper.newest_complete.remote()) == "000003"
     assert S3Store("s3://ckpts/run1/checkpoints").names() == ["000003"]
     # Two nodes fetch it at once through the keeper's concurrent calls: each object is downloaded from S3
@@ -192,13 +206,24 @@ def test_a_checkpoint_that_cannot_be_published_fails_the_run_naming_it(dataset, 
     root.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(root)], check=True)
     try:
-        result = run_cli("train", "--cluster.num_workers=1", f"--cluster.checkpoint_dir={root}", *dataset_flags(dataset),
-                         *TINY_ACT, *COMMON, "--steps=4", "--save_freq=2", f"--output_dir={tmp_path}/out")
+        result = run_cli(
+            "train",
+            "--cluster.num_workers=1",
+            f"--cluster.checkpoint_dir={root}",
+            *dataset_flags(dataset),
+            *TINY_ACT,
+            *COMMON,
+            "--steps=4",
+            "--save_freq=2",
+            f"--output_dir={tmp_path}/out",
+        )
     finally:
         subprocess.run(["umount", "-l", str(root)], check=True)
     assert result.returncode == 1, result.stderr[-3000:]
     error = [line for line in result.stderr.splitlines() if line.startswith("raycluster train:")]
-    assert error and "checkpoint 000004 was not published" in error[-1] and "No space left" in error[-1], result.stderr[-3000:]
+    assert error and "checkpoint 000004 was not published" in error[-1] and "No space left" in error[-1], result.stderr[
+        -3000:
+    ]
     summary = read_summary(tmp_path / "out")
     assert summary["final_step"] == 4 and "000004" in summary["uploads_failed"]  # training itself went on to the end
 
@@ -208,10 +233,25 @@ def test_killed_workers_resume_from_the_last_complete_checkpoint(dataset, tmp_pa
     # One run, two deaths: rank 1 after checkpoint 5, then the new group's rank 0 (the shipper's rank) after 15.
     ckpt = tmp_path / "ckpt"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "raycluster", "train", "--cluster.num_workers=2", "--cluster.max_failures=2",
-         f"--cluster.checkpoint_dir={ckpt}", *dataset_flags(dataset), *TINY_ACT, *COMMON,
-         "--steps=30", "--save_freq=5", f"--output_dir={tmp_path}/out"],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "raycluster",
+            "train",
+            "--cluster.num_workers=2",
+            "--cluster.max_failures=2",
+            f"--cluster.checkpoint_dir={ckpt}",
+            *dataset_flags(dataset),
+            *TINY_ACT,
+            *COMMON,
+            "--steps=30",
+            "--save_freq=5",
+            f"--output_dir={tmp_path}/out",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     output, pids, killed = [], {}, []
     victims = [(1, "000005"), (0, "000015")]
@@ -239,10 +279,22 @@ def test_killed_workers_resume_from_the_last_complete_checkpoint(dataset, tmp_pa
 @pytest.mark.slow
 def test_ctrl_c_saves_the_step_reached_to_s3_and_a_rerun_resumes_from_it(dataset, s3_endpoint, tmp_path):
     out = tmp_path / "out"
-    flags = ["--cluster.num_workers=2", "--cluster.checkpoint_dir=s3://ckpts/act", *dataset_flags(dataset), *TINY_ACT,
-             *COMMON, "--save_freq=100000", f"--output_dir={out}"]
-    proc = subprocess.Popen([sys.executable, "-m", "raycluster", "train", *flags, "--steps=1000"], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    flags = [
+        "--cluster.num_workers=2",
+        "--cluster.checkpoint_dir=s3://ckpts/act",
+        *dataset_flags(dataset),
+        *TINY_ACT,
+        *COMMON,
+        "--save_freq=100000",
+        f"--output_dir={out}",
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "raycluster", "train", *flags, "--steps=1000"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     output = []
     for line in proc.stdout:
         output.append(line)

@@ -25,7 +25,10 @@ def test_flags_round_trip():
         ("--cluster.num_workers=0", "--cluster.num_workers must be >= 1"),
         ("--cluster.use_gpu=maybe", "--cluster.use_gpu must be true or false"),
         ("--cluster.max_failures=-3", "--cluster.max_failures must be >= 0"),
-        ("--cluster.checkpoint_dir=S3://bucket/x", "--cluster.checkpoint_dir=S3://bucket/x: only local paths and s3://"),
+        (
+            "--cluster.checkpoint_dir=S3://bucket/x",
+            "--cluster.checkpoint_dir=S3://bucket/x: only local paths and s3://",
+        ),
         ("--cluster.model_dir=gs://bucket/x", "--cluster.model_dir=gs://bucket/x: only local paths"),
         ("--cluster.cpus_per_worker=0", "--cluster.cpus_per_worker must be a finite number > 0"),
         ("--cluster.cpus_per_worker=inf", "--cluster.cpus_per_worker must be a finite number > 0"),

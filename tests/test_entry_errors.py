@@ -25,8 +25,14 @@ def ray_processes() -> set[int]:
         ({"resourceconfig": None}, "resourceconfig.json is missing"),
         ({"hps": {"entry__job": "jobs/nope.py"}}, "entry.job=jobs/nope.py: no such Ray job script"),
         ({"hps": {"entry__bogus": "1"}}, "unknown hyperparameter entry__bogus"),
-        ({"hosts": ("algo-1",), "hps": {"entry__head_trains": "false"}}, "entry__head_trains=false needs 2 or more hosts"),
-        ({"hps": {"cluster__checkpoint_dir": "S3://bucket/x"}}, "--cluster.checkpoint_dir=S3://bucket/x: only local paths and s3://"),
+        (
+            {"hosts": ("algo-1",), "hps": {"entry__head_trains": "false"}},
+            "entry__head_trains=false needs 2 or more hosts",
+        ),
+        (
+            {"hps": {"cluster__checkpoint_dir": "S3://bucket/x"}},
+            "--cluster.checkpoint_dir=S3://bucket/x: only local paths and s3://",
+        ),
         ({"hps": {"cluster__cpus_per_worker": "nan"}}, "--cluster.cpus_per_worker must be a finite number > 0"),
         ({"hps": {"cluster__keep_checkpoints": "-1"}}, "--cluster.keep_checkpoints must be >= 0"),
         # Fail closed: no token in the code, no cluster (its Jobs API would run anyone's code as the job's role).
@@ -41,8 +47,14 @@ def test_malformed_job_fails_fast(tmp_path, change, message):
     else:
         env.update(change)
     before = ray_processes()
-    result = subprocess.run([sys.executable, "-m", "entry"], cwd=REPO, env={"PATH": "/usr/bin:/bin", **env},
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "entry"],
+        cwd=REPO,
+        env={"PATH": "/usr/bin:/bin", **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode != 0
     errors = [line for line in result.stderr.splitlines() if " ERROR " in line]
     assert len(errors) == 1 and message in errors[0], result.stderr[-2000:]

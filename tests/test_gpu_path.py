@@ -20,7 +20,9 @@ def test_mixed_precision_follows_lerobots_own_flags(tmp_path):
 
 @pytest.mark.slow
 def test_gpu_check_script_runs_in_its_reduced_cpu_form():
-    result = subprocess.run(["bash", "bench/gpu_check.sh", "--cpu"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        ["bash", "bench/gpu_check.sh", "--cpu"], cwd=REPO, capture_output=True, text=True, timeout=600
+    )
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     assert "ratio raycluster/plain samples/s:" in result.stdout
     assert "gloo" in result.stdout

@@ -26,37 +26,82 @@ def aws(tmp_path_factory):
     host, port = server.get_host_and_port()
     config = tmp_path_factory.mktemp("sm") / "config.yaml"
     config.write_text("SchemaVersion: '1.0'\nSageMaker:\n  PythonSDK:\n    Modules:\n      TelemetryOptOut: true\n")
-    env = {**os.environ, "AWS_ENDPOINT_URL": f"http://{host}:{port}", "AWS_ACCESS_KEY_ID": "test",
-           "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1", "SAGEMAKER_VALIDATE_ROLE": "false",
-           "SAGEMAKER_USER_CONFIG_OVERRIDE": str(config)}
-    client = boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], region_name="us-east-1",
-                          aws_access_key_id="test", aws_secret_access_key="test")
+    env = {
+        **os.environ,
+        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "SAGEMAKER_VALIDATE_ROLE": "false",
+        "SAGEMAKER_USER_CONFIG_OVERRIDE": str(config),
+    }
+    client = boto3.client(
+        "s3",
+        endpoint_url=env["AWS_ENDPOINT_URL"],
+        region_name="us-east-1",
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+    )
     client.create_bucket(Bucket=BUCKET)
     yield env
     server.stop()
 
 
 def s3(env):
-    return boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], region_name="us-east-1",
-                        aws_access_key_id="test", aws_secret_access_key="test")
+    return boto3.client(
+        "s3",
+        endpoint_url=env["AWS_ENDPOINT_URL"],
+        region_name="us-east-1",
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+    )
 
 
 def sagemaker(env):
-    return boto3.client("sagemaker", endpoint_url=env["AWS_ENDPOINT_URL"], region_name="us-east-1",
-                        aws_access_key_id="test", aws_secret_access_key="test")
+    return boto3.client(
+        "sagemaker",
+        endpoint_url=env["AWS_ENDPOINT_URL"],
+        region_name="us-east-1",
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+    )
 
 
 def launch(env, *args):
-    return subprocess.run([sys.executable, "-m", "raycluster", "launch", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "raycluster", "launch", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
-JOB = ["--instance-type=ml.g5.12xlarge", "--instance-count=2", f"--role={ROLE}", "--spot", "--max-run=3600",
-       "--max-wait=7200", f"--checkpoint-s3=s3://{BUCKET}/ckpt", f"--output-s3=s3://{BUCKET}/out",
-       f"--dataset-s3=s3://{BUCKET}/data", "--tag=team=robots", "--subnet=subnet-0123456789abcdef0", "--security-group=sg-0123456789abcdef0"]
-FLAGS = ["--policy.type=act", "--steps=7", "--policy.pretrained_backbone_weights=null", "--policy.push_to_hub=false",
-         "--policy.down_dims=[32, 64]", "--job_name=a run with spaces", "--cluster.keep_checkpoints=2",
-         "--entry.join_timeout_s=120"]
+JOB = [
+    "--instance-type=ml.g5.12xlarge",
+    "--instance-count=2",
+    f"--role={ROLE}",
+    "--spot",
+    "--max-run=3600",
+    "--max-wait=7200",
+    f"--checkpoint-s3=s3://{BUCKET}/ckpt",
+    f"--output-s3=s3://{BUCKET}/out",
+    f"--dataset-s3=s3://{BUCKET}/data",
+    "--tag=team=robots",
+    "--subnet=subnet-0123456789abcdef0",
+    "--security-group=sg-0123456789abcdef0",
+]
+FLAGS = [
+    "--policy.type=act",
+    "--steps=7",
+    "--policy.pretrained_backbone_weights=null",
+    "--policy.push_to_hub=false",
+    "--policy.down_dims=[32, 64]",
+    "--job_name=a run with spaces",
+    "--cluster.keep_checkpoints=2",
+    "--entry.join_timeout_s=120",
+]
 
 
 @pytest.mark.parametrize(
@@ -95,9 +140,30 @@ def test_bad_launches_are_refused_before_anything_is_sent(aws, args, message):
 
 def test_dry_run_needs_no_network_and_no_credentials(aws, tmp_path):
     # No network at all for this process (its own empty network namespace), no credentials, no endpoint.
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "SAGEMAKER_USER_CONFIG_OVERRIDE": aws["SAGEMAKER_USER_CONFIG_OVERRIDE"]}
-    result = subprocess.run(["unshare", "--net", sys.executable, "-m", "raycluster", "launch", *JOB, "--region=us-east-1",
-                             "--dry-run", *FLAGS], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "SAGEMAKER_USER_CONFIG_OVERRIDE": aws["SAGEMAKER_USER_CONFIG_OVERRIDE"],
+    }
+    result = subprocess.run(
+        [
+            "unshare",
+            "--net",
+            sys.executable,
+            "-m",
+            "raycluster",
+            "launch",
+            *JOB,
+            "--region=us-east-1",
+            "--dry-run",
+            *FLAGS,
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     request = json.loads(result.stdout)
     assert request["AlgorithmSpecification"]["TrainingImage"].endswith("pytorch-training:2.8-gpu-py312")
@@ -108,10 +174,15 @@ def test_dry_run_needs_no_network_and_no_credentials(aws, tmp_path):
     assert request["StoppingCondition"] == {"MaxRuntimeInSeconds": 3600, "MaxWaitTimeInSeconds": 7200}
     assert request["CheckpointConfig"] == {"S3Uri": f"s3://{BUCKET}/ckpt", "LocalPath": "/opt/ml/checkpoints"}
     assert request["RemoteDebugConfig"] == {"EnableRemoteDebug": True}
-    assert request["VpcConfig"] == {"Subnets": ["subnet-0123456789abcdef0"], "SecurityGroupIds": ["sg-0123456789abcdef0"]}
+    assert request["VpcConfig"] == {
+        "Subnets": ["subnet-0123456789abcdef0"],
+        "SecurityGroupIds": ["sg-0123456789abcdef0"],
+    }
     assert {"Key": "team", "Value": "robots"} in request["Tags"]
     dataset = next(c for c in request["InputDataConfig"] if c["ChannelName"] == "dataset")
-    assert dataset["InputMode"] == "FastFile" and dataset["DataSource"]["S3DataSource"]["S3Uri"] == f"s3://{BUCKET}/data"
+    assert (
+        dataset["InputMode"] == "FastFile" and dataset["DataSource"]["S3DataSource"]["S3Uri"] == f"s3://{BUCKET}/data"
+    )
     # Every flag comes back out of the entry point as the same flag, in order.
     assert split_hyperparameters(request["HyperParameters"])[1] == [f for f in FLAGS if not f.startswith("--entry.")]
     assert "entry/__main__.py" in result.stderr and "requirements.txt" in result.stderr
@@ -121,11 +192,27 @@ def test_dry_run_needs_no_network_and_no_credentials(aws, tmp_path):
     assert "auth_token" not in result.stdout
 
 
-AWKWARD = ["--job_name=spaces in a name", "--policy.down_dims=[32, 64]", '--dataset.image_transforms={"a": [1, 2], "b": "c"}',
-           '--x.quotes=say "hi"', "--x.backslash=a\\b", "--x.dollar=$HOME and `id` and $(id)", "--x.unicode=café ∆",
-           "--x.leading_zero=007", "--x.number=1e3", "--x.float=1.50", "--x.null=null", "--x.true=true", "--x.empty=",
-           "--x.semicolon=a;b && c", "--x.hash=#not a comment", "--x.newline=two\nlines", "--x-dash=1",
-           "--entry.keep_alive_s=0", "--cluster.num_workers=2"]
+AWKWARD = [
+    "--job_name=spaces in a name",
+    "--policy.down_dims=[32, 64]",
+    '--dataset.image_transforms={"a": [1, 2], "b": "c"}',
+    '--x.quotes=say "hi"',
+    "--x.backslash=a\\b",
+    "--x.dollar=$HOME and `id` and $(id)",
+    "--x.unicode=café ∆",
+    "--x.leading_zero=007",
+    "--x.number=1e3",
+    "--x.float=1.50",
+    "--x.null=null",
+    "--x.true=true",
+    "--x.empty=",
+    "--x.semicolon=a;b && c",
+    "--x.hash=#not a comment",
+    "--x.newline=two\nlines",
+    "--x-dash=1",
+    "--entry.keep_alive_s=0",
+    "--cluster.num_workers=2",
+]
 
 
 def test_awkward_values_survive_sagemakers_own_driver(tmp_path):
@@ -137,19 +224,41 @@ def test_awkward_values_survive_sagemakers_own_driver(tmp_path):
     base = tmp_path / "opt" / "ml"
     (base / "input" / "config").mkdir(parents=True)
     (base / "input" / "config" / "hyperparameters.json").write_text(json.dumps(hps))
-    resources = {"current_host": "algo-1", "current_instance_type": "ml.c5.xlarge", "hosts": ["algo-1"],
-                 "network_interface_name": "eth0"}
+    resources = {
+        "current_host": "algo-1",
+        "current_instance_type": "ml.c5.xlarge",
+        "hosts": ["algo-1"],
+        "network_interface_name": "eth0",
+    }
     (base / "input" / "config" / "resourceconfig.json").write_text(json.dumps(resources))
     script = (
         "import json, sys; sys.path.insert(0, sys.argv[1]); from scripts.environment import set_env; "
         "set_env(json.loads(sys.argv[2]), {}, json.loads(sys.argv[3]), output_file=sys.argv[4])"
     )
     env_file = tmp_path / "sm_training.env"
-    subprocess.run([sys.executable, "-c", script, os.path.dirname(drivers.__file__), json.dumps(resources),
-                    json.dumps(hps), str(env_file)], check=True, env={**os.environ, "TRAINING_JOB_NAME": "t"})
-    sourced = subprocess.run(["bash", "-c", f"set -e; source {env_file}; {sys.executable} -c "
-                              "'import json, os; print(json.dumps(dict(os.environ)))'"],
-                             capture_output=True, text=True, env={"PATH": os.environ["PATH"]})
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            script,
+            os.path.dirname(drivers.__file__),
+            json.dumps(resources),
+            json.dumps(hps),
+            str(env_file),
+        ],
+        check=True,
+        env={**os.environ, "TRAINING_JOB_NAME": "t"},
+    )
+    sourced = subprocess.run(
+        [
+            "bash",
+            "-c",
+            f"set -e; source {env_file}; {sys.executable} -c 'import json, os; print(json.dumps(dict(os.environ)))'",
+        ],
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ["PATH"]},
+    )
     assert sourced.returncode == 0, sourced.stderr
     env = {**json.loads(sourced.stdout), BASE_ENV: str(base)}
     assert set(json.loads(env["SM_HPS"])) == set(hps)
@@ -176,13 +285,28 @@ def test_submitted_job_runs_our_entry_point_in_command_mode(aws):
     drivers = channels["sm_drivers"].removeprefix(f"s3://{BUCKET}/")
     source_code = json.loads(s3(aws).get_object(Bucket=BUCKET, Key=f"{drivers}/sourcecode.json")["Body"].read())
     assert source_code["command"] == "exec python -u -m entry"
-    status = subprocess.run([sys.executable, "-m", "raycluster", "status", job], cwd=REPO, env=aws,
-                            capture_output=True, text=True, timeout=120)
+    status = subprocess.run(
+        [sys.executable, "-m", "raycluster", "status", job],
+        cwd=REPO,
+        env=aws,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert json.loads(status.stdout)["checkpoints"] == f"s3://{BUCKET}/ckpt"
     # The dashboard: SSM port forwarding to algo-1, and the job's token kept on this machine only.
-    dashboard = subprocess.run([sys.executable, "-m", "raycluster", "dashboard", job, "--region=us-east-1",
-                                "--local-port=9000"], cwd=REPO, env=aws, capture_output=True, text=True, timeout=60)
-    assert f"--target sagemaker-training-job:{job}_algo-1 --document-name AWS-StartPortForwardingSession" in dashboard.stdout
+    dashboard = subprocess.run(
+        [sys.executable, "-m", "raycluster", "dashboard", job, "--region=us-east-1", "--local-port=9000"],
+        cwd=REPO,
+        env=aws,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (
+        f"--target sagemaker-training-job:{job}_algo-1 --document-name AWS-StartPortForwardingSession"
+        in dashboard.stdout
+    )
     assert '"localPortNumber": ["9000"]' in dashboard.stdout
     kept = Path(os.environ["HOME"]) / ".raycluster" / "jobs" / job / "auth_token"
     assert kept.stat().st_mode & 0o077 == 0 and kept.read_text() not in json.dumps(described, default=str)
@@ -191,8 +315,10 @@ def test_submitted_job_runs_our_entry_point_in_command_mode(aws):
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"AWS_ACCESS_KEY_ID": None, "AWS_SECRET_ACCESS_KEY": None, "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent"},
-         "no AWS credentials"),
+        (
+            {"AWS_ACCESS_KEY_ID": None, "AWS_SECRET_ACCESS_KEY": None, "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent"},
+            "no AWS credentials",
+        ),
         ({"AWS_ENDPOINT_URL": "http://127.0.0.1:9"}, "cannot reach AWS"),
         ({"bucket": "raycluster-no-such-bucket"}, "NoSuchBucket"),
     ],
@@ -203,8 +329,14 @@ def test_a_launch_aws_refuses_ends_in_one_line_and_leaves_nothing(aws, change, m
     job = [a.replace(f"s3://{BUCKET}/", f"s3://{bucket}/") for a in JOB]
     jobs_before = len(sagemaker(aws).list_training_jobs()["TrainingJobSummaries"])
     objects_before = s3(aws).list_objects_v2(Bucket=BUCKET).get("KeyCount", 0)
-    result = subprocess.run([sys.executable, "-m", "raycluster", "launch", *job, *FLAGS], cwd=REPO, env=env,
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "raycluster", "launch", *job, *FLAGS],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
     errors = [line for line in result.stderr.splitlines() if line.startswith("raycluster launch: error:")]
     assert len(errors) == 1 and message in errors[0], result.stderr[-3000:]
@@ -217,23 +349,60 @@ def test_a_launch_aws_refuses_ends_in_one_line_and_leaves_nothing(aws, change, m
 def test_the_launched_request_runs_through_sagemakers_driver_on_simulated_hosts(aws, dataset, tmp_path):
     """The dry run's request, dotted LeRobot flags, entry/cluster settings and awkward values included, runs
     through the SDK's own sm_train.sh on every simulated host to the end."""
-    flags = [f"--dataset.repo_id={dataset.repo_id}", "--policy.type=act", "--policy.pretrained_backbone_weights=null",
-             "--policy.push_to_hub=false", "--policy.dim_model=64", "--policy.n_heads=2", "--policy.dim_feedforward=128",
-             "--policy.n_encoder_layers=1", "--policy.n_decoder_layers=1", "--policy.chunk_size=10",
-             "--policy.n_action_steps=10", "--steps=3", "--batch_size=4", "--num_workers=0", "--save_freq=3",
-             "--job_name=act on two hosts", "--dataset.episodes=[0, 1, 2, 3]", "--entry.join_timeout_s=120",
-             "--entry.preflight=true", "--cluster.keep_checkpoints=2"]
-    result = launch(aws, "--instance-type=ml.c5.xlarge", "--instance-count=2", f"--role={ROLE}",
-                    f"--output-s3=s3://{BUCKET}/out", f"--dataset-s3=s3://{BUCKET}/data", "--dry-run", *flags)
+    flags = [
+        f"--dataset.repo_id={dataset.repo_id}",
+        "--policy.type=act",
+        "--policy.pretrained_backbone_weights=null",
+        "--policy.push_to_hub=false",
+        "--policy.dim_model=64",
+        "--policy.n_heads=2",
+        "--policy.dim_feedforward=128",
+        "--policy.n_encoder_layers=1",
+        "--policy.n_decoder_layers=1",
+        "--policy.chunk_size=10",
+        "--policy.n_action_steps=10",
+        "--steps=3",
+        "--batch_size=4",
+        "--num_workers=0",
+        "--save_freq=3",
+        "--job_name=act on two hosts",
+        "--dataset.episodes=[0, 1, 2, 3]",
+        "--entry.join_timeout_s=120",
+        "--entry.preflight=true",
+        "--cluster.keep_checkpoints=2",
+    ]
+    result = launch(
+        aws,
+        "--instance-type=ml.c5.xlarge",
+        "--instance-count=2",
+        f"--role={ROLE}",
+        f"--output-s3=s3://{BUCKET}/out",
+        f"--dataset-s3=s3://{BUCKET}/data",
+        "--dry-run",
+        *flags,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     (tmp_path / "request.json").write_text(result.stdout)
     sim = subprocess.run(
-        [sys.executable, "-m", "raycluster", "sim", f"--request={tmp_path / 'request.json'}",
-         f"--workdir={tmp_path / 'sim'}", f"--channel=dataset={dataset.root}"],
-        cwd=REPO, capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "raycluster",
+            "sim",
+            f"--request={tmp_path / 'request.json'}",
+            f"--workdir={tmp_path / 'sim'}",
+            f"--channel=dataset={dataset.root}",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert sim.returncode == 0, sim.stdout[-4000:]
-    assert json.loads(sim.stdout[sim.stdout.rindex('{\n  "hosts"'):])["hosts"] == {
-        "algo-1": {"exit_code": 0, "failure": None}, "algo-2": {"exit_code": 0, "failure": None}}
+    assert json.loads(sim.stdout[sim.stdout.rindex('{\n  "hosts"') :])["hosts"] == {
+        "algo-1": {"exit_code": 0, "failure": None},
+        "algo-2": {"exit_code": 0, "failure": None},
+    }
     head = tmp_path / "sim" / "algo-1" / "opt" / "ml"
     log = (tmp_path / "sim" / "algo-1" / "log.txt").read_text()
     assert "Executing command: exec python -u -m entry" in log and "cluster formed" in log
@@ -241,8 +410,11 @@ def test_the_launched_request_runs_through_sagemakers_driver_on_simulated_hosts(
     summary = json.loads((head / "model" / "raycluster_summary.json").read_text())
     assert summary["world_size"] == 2 and summary["final_step"] == 3 and summary["backend"] == "gloo"
     assert (head / "model" / "pretrained_model" / "model.safetensors").is_file()
-    assert "rc" not in "".join(line[:2] for line in subprocess.run(["ip", "netns", "list"], capture_output=True,
-                                                                   text=True).stdout.splitlines())
+    assert "rc" not in "".join(
+        line[:2] for line in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.splitlines()
+    )
     config = json.loads((head / "model" / "pretrained_model" / "train_config.json").read_text())
     assert config["job_name"] == "act on two hosts" and config["dataset"]["episodes"] == [0, 1, 2, 3]
-    assert (head / "checkpoints" / "lerobot" / "checkpoints" / "000003" / "pretrained_model" / "model.safetensors").is_file()
+    assert (
+        head / "checkpoints" / "lerobot" / "checkpoints" / "000003" / "pretrained_model" / "model.safetensors"
+    ).is_file()

@@ -24,7 +24,9 @@ def http_status(url: str, token: str | None = None) -> int:
 
 def client(env_extra: dict, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
-    return subprocess.run(list(args), cwd=REPO, env={**env, **env_extra}, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        list(args), cwd=REPO, env={**env, **env_extra}, capture_output=True, text=True, timeout=timeout
+    )
 
 
 @pytest.fixture
@@ -44,8 +46,16 @@ def test_token_auth_refuses_strangers_and_admits_the_token(local_head):
     state, token, pid = local_head
     assert http_status("http://127.0.0.1:8265/api/jobs/") == 401
     assert http_status("http://127.0.0.1:8265/api/jobs/", token) == 200
-    submit = [str(Path(sys.executable).parent / "ray"), "job", "submit", "--address", "http://127.0.0.1:8265",
-              "--", "python", "jobs/cluster_info.py"]
+    submit = [
+        str(Path(sys.executable).parent / "ray"),
+        "job",
+        "submit",
+        "--address",
+        "http://127.0.0.1:8265",
+        "--",
+        "python",
+        "jobs/cluster_info.py",
+    ]
     authed = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(state / "auth_token")}
     refused = client({}, *submit)
     assert refused.returncode != 0 and "authentication" in (refused.stdout + refused.stderr).lower()

@@ -13,19 +13,36 @@ def test_relative_paths_become_absolute_against_the_users_directory(tmp_path):
     (tmp_path / "models" / "mine").mkdir(parents=True)
     cluster, args = absolute_paths(
         ClusterConfig(checkpoint_dir="ckpt", model_dir="s3://bucket/model"),
-        ["--dataset.root=data/x", "--output_dir=outputs/a", "--config_path=c.json", "--policy.path=models/mine",
-         "--policy.path=lerobot/act_aloha", "--steps=3", "--dataset.repo_id=a/b", "--output_dir=/abs"],
+        [
+            "--dataset.root=data/x",
+            "--output_dir=outputs/a",
+            "--config_path=c.json",
+            "--policy.path=models/mine",
+            "--policy.path=lerobot/act_aloha",
+            "--steps=3",
+            "--dataset.repo_id=a/b",
+            "--output_dir=/abs",
+        ],
         tmp_path,
     )
     assert cluster.checkpoint_dir == str(tmp_path / "ckpt") and cluster.model_dir == "s3://bucket/model"
-    assert args == [f"--dataset.root={tmp_path}/data/x", f"--output_dir={tmp_path}/outputs/a",
-                    f"--config_path={tmp_path}/c.json", f"--policy.path={tmp_path}/models/mine",
-                    "--policy.path=lerobot/act_aloha", "--steps=3", "--dataset.repo_id=a/b", "--output_dir=/abs"]
+    assert args == [
+        f"--dataset.root={tmp_path}/data/x",
+        f"--output_dir={tmp_path}/outputs/a",
+        f"--config_path={tmp_path}/c.json",
+        f"--policy.path={tmp_path}/models/mine",
+        "--policy.path=lerobot/act_aloha",
+        "--steps=3",
+        "--dataset.repo_id=a/b",
+        "--output_dir=/abs",
+    ]
 
 
 def test_a_relative_place_to_write_inside_rays_working_dir_copy_is_refused(tmp_path):
     copy = tmp_path / "session_x" / "runtime_resources" / "working_dir_files" / "_ray_pkg_1"
-    with pytest.raises(UsageError, match="--output_dir=outputs/rel is relative, and this job runs in Ray's temporary copy"):
+    with pytest.raises(
+        UsageError, match="--output_dir=outputs/rel is relative, and this job runs in Ray's temporary copy"
+    ):
         absolute_paths(ClusterConfig(), ["--output_dir=outputs/rel"], copy)
     with pytest.raises(UsageError, match="--cluster.checkpoint_dir=ck is relative"):
         absolute_paths(ClusterConfig(checkpoint_dir="ck"), [], copy)

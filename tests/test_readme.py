@@ -23,8 +23,13 @@ def readme_block(section: str) -> str:
 @pytest.mark.slow
 def test_the_train_section_runs_as_written_and_checkpoints_land_where_it_says(tmp_path):
     (tmp_path / ".venv").symlink_to(REPO / ".venv")
-    result = subprocess.run(["bash", "-euo", "pipefail", "-c", readme_block("## Train")], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", readme_block("## Train")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     output = tmp_path / "outputs" / "act"
     checkpoints = output / "checkpoints"
@@ -39,8 +44,13 @@ def test_the_train_section_runs_as_written_and_checkpoints_land_where_it_says(tm
 @pytest.mark.slow
 def test_the_interactive_section_runs_as_written():
     """`up`, the user's own job submitted with the token, `down`, the probe: from this checkout, as a user would."""
-    result = subprocess.run(["bash", "-euo", "pipefail", "-c", readme_block("## Interactive clusters, your own jobs, the dashboard")],
-                            cwd=REPO, capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", readme_block("## Interactive clusters, your own jobs, the dashboard")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
     assert "task ran on" in output and "succeeded" in output.lower()

@@ -22,10 +22,20 @@ pytestmark = [
 
 # As a user's own ModelTrainer would send them: keys in the form SageMaker's driver carries.
 TINY_ACT_HPS = {
-    "policy__type": "act", "policy__push_to_hub": False, "policy__pretrained_backbone_weights": None,
-    "policy__dim_model": 64, "policy__n_heads": 2, "policy__dim_feedforward": 128, "policy__n_encoder_layers": 1,
-    "policy__n_decoder_layers": 1, "policy__chunk_size": 10, "policy__n_action_steps": 10,
-    "dataset__repo_id": "raycluster/synthetic", "batch_size": 4, "num_workers": 0, "seed": 1,
+    "policy__type": "act",
+    "policy__push_to_hub": False,
+    "policy__pretrained_backbone_weights": None,
+    "policy__dim_model": 64,
+    "policy__n_heads": 2,
+    "policy__dim_feedforward": 128,
+    "policy__n_encoder_layers": 1,
+    "policy__n_decoder_layers": 1,
+    "policy__chunk_size": 10,
+    "policy__n_action_steps": 10,
+    "dataset__repo_id": "raycluster/synthetic",
+    "batch_size": 4,
+    "num_workers": 0,
+    "seed": 1,
 }
 
 
@@ -36,9 +46,21 @@ def start_sim(workdir: Path, hosts: int, hps: dict, dataset, *extra: str) -> sub
     # lines) and would stall every host's output, and so the hosts.
     with (workdir / "sim_output.txt").open("w") as output:
         return subprocess.Popen(
-            [sys.executable, "-m", "raycluster", "sim", f"--hosts={hosts}", f"--workdir={workdir}",
-             f"--hyperparameters={workdir / 'hps.json'}", f"--channel=dataset={dataset.root}", *extra],
-            cwd=REPO, stdout=output, stderr=subprocess.STDOUT, text=True,
+            [
+                sys.executable,
+                "-m",
+                "raycluster",
+                "sim",
+                f"--hosts={hosts}",
+                f"--workdir={workdir}",
+                f"--hyperparameters={workdir / 'hps.json'}",
+                f"--channel=dataset={dataset.root}",
+                *extra,
+            ],
+            cwd=REPO,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
 
 
@@ -61,18 +83,44 @@ def wait_for_log(path: Path, text: str, timeout: float = 300) -> None:
 def unauthenticated_http(workdir: Path) -> dict[int, str]:
     """Every TCP port algo-1 listens on (8265 included), as an HTTP GET from algo-2 without a token sees it:
     'refused', an HTTP status, or 'not http'."""
-    listening = subprocess.run(["ip", "netns", "exec", (workdir / "algo-1" / "netns").read_text(), "ss", "-Hltn"],
-                               capture_output=True, text=True, check=True).stdout.split()
-    ports = sorted({8265} | {int(field.rsplit(":", 1)[1]) for field in listening if field.count(":") and
-                             field.rsplit(":", 1)[1].isdigit() and field.rsplit(":", 1)[1] != "*"})
-    probe = ("import sys, urllib.request, urllib.error\n"
-             "for port in sys.argv[1:]:\n"
-             "    try: print(port, urllib.request.urlopen(f'http://algo-1:{port}/', timeout=3).status)\n"
-             "    except urllib.error.HTTPError as e: print(port, e.code)\n"
-             "    except ConnectionRefusedError: print(port, 'refused')\n"
-             "    except Exception as e: print(port, 'refused' if 'refused' in str(e) else 'not http')\n")
-    seen = subprocess.run(["ip", "netns", "exec", (workdir / "algo-2" / "netns").read_text(), sys.executable, "-c",
-                           probe, *map(str, ports)], capture_output=True, text=True, timeout=120, check=True).stdout
+    listening = subprocess.run(
+        ["ip", "netns", "exec", (workdir / "algo-1" / "netns").read_text(), "ss", "-Hltn"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    ports = sorted(
+        {8265}
+        | {
+            int(field.rsplit(":", 1)[1])
+            for field in listening
+            if field.count(":") and field.rsplit(":", 1)[1].isdigit() and field.rsplit(":", 1)[1] != "*"
+        }
+    )
+    probe = (
+        "import sys, urllib.request, urllib.error\n"
+        "for port in sys.argv[1:]:\n"
+        "    try: print(port, urllib.request.urlopen(f'http://algo-1:{port}/', timeout=3).status)\n"
+        "    except urllib.error.HTTPError as e: print(port, e.code)\n"
+        "    except ConnectionRefusedError: print(port, 'refused')\n"
+        "    except Exception as e: print(port, 'refused' if 'refused' in str(e) else 'not http')\n"
+    )
+    seen = subprocess.run(
+        [
+            "ip",
+            "netns",
+            "exec",
+            (workdir / "algo-2" / "netns").read_text(),
+            sys.executable,
+            "-c",
+            probe,
+            *map(str, ports),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
     return {int(port): answer for port, answer in (line.split(maxsplit=1) for line in seen.splitlines())}
 
 
@@ -92,8 +140,10 @@ def assert_all_complete(root: Path) -> None:
 
 
 def assert_clean() -> None:
-    assert "rc" not in "".join(line.split()[0][:2] for line in
-                               subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.splitlines())
+    assert "rc" not in "".join(
+        line.split()[0][:2]
+        for line in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.splitlines()
+    )
 
 
 def test_dotted_keys_die_in_sagemakers_driver_as_on_sagemaker(dataset, tmp_path):
@@ -156,8 +206,16 @@ def test_sigterm_on_every_host_saves_the_step_reached_and_the_restarted_job_resu
 
     # SageMaker restarts the job (spot) with /opt/ml/checkpoints restored from S3.
     second = tmp_path / "second"
-    result = finish(start_sim(second, 2, {**hps, "steps": step + 2}, dataset,
-                              f"--checkpoints={first / 'algo-1' / 'opt' / 'ml' / 'checkpoints'}"), second)
+    result = finish(
+        start_sim(
+            second,
+            2,
+            {**hps, "steps": step + 2},
+            dataset,
+            f"--checkpoints={first / 'algo-1' / 'opt' / 'ml' / 'checkpoints'}",
+        ),
+        second,
+    )
     assert all(h["exit_code"] == 0 for h in result.values()), result
     summary = json.loads((second / "algo-1" / "opt" / "ml" / "model" / "raycluster_summary.json").read_text())
     assert summary["resumed_from"] == step and summary["final_step"] == step + 2
@@ -195,16 +253,31 @@ def test_interactive_cluster_runs_a_users_job_script_and_ends_on_request(dataset
     sim = start_sim(tmp_path, 2, {"entry__job": "none", "entry__keep_alive_s": 300}, dataset)
     wait_for_log(tmp_path / "algo-1" / "log.txt", "interactive: the cluster stays up")
     netns = (tmp_path / "algo-1" / "netns").read_text()
+
     def submit(script: str, token: bool = True, wait: bool = True) -> subprocess.CompletedProcess:
         """A user's `ray job submit`, arriving where SSM port forwarding does: algo-1's loopback."""
-        client = ("import sys, time; from ray.job_submission import JobSubmissionClient as C; c = C('http://127.0.0.1:8265'); "
-                  f"j = c.submit_job(entrypoint='python {script}'); print(j); "
-                  + ("[time.sleep(1) for _ in range(120) if not c.get_job_status(j).is_terminal()]; "
-                     "print(c.get_job_logs(j)); sys.exit(0 if str(c.get_job_status(j).value) == 'SUCCEEDED' else 1)"
-                     if wait else ""))
-        env = {**os.environ, "RAY_AUTH_MODE": "token" if token else "disabled", "RAY_AUTH_TOKEN_PATH": str(code_channel(tmp_path) / ".raycluster" / "auth_token")}
-        return subprocess.run(["ip", "netns", "exec", netns, sys.executable, "-c", client],
-                              capture_output=True, text=True, timeout=180, env=env)
+        client = (
+            "import sys, time; from ray.job_submission import JobSubmissionClient as C; c = C('http://127.0.0.1:8265'); "
+            f"j = c.submit_job(entrypoint='python {script}'); print(j); "
+            + (
+                "[time.sleep(1) for _ in range(120) if not c.get_job_status(j).is_terminal()]; "
+                "print(c.get_job_logs(j)); sys.exit(0 if str(c.get_job_status(j).value) == 'SUCCEEDED' else 1)"
+                if wait
+                else ""
+            )
+        )
+        env = {
+            **os.environ,
+            "RAY_AUTH_MODE": "token" if token else "disabled",
+            "RAY_AUTH_TOKEN_PATH": str(code_channel(tmp_path) / ".raycluster" / "auth_token"),
+        }
+        return subprocess.run(
+            ["ip", "netns", "exec", netns, sys.executable, "-c", client],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env=env,
+        )
 
     info = submit(f"{REPO}/jobs/cluster_info.py")
     assert info.returncode == 0, info.stdout[-2000:] + info.stderr[-2000:]

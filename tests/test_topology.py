@@ -17,14 +17,26 @@ def fake_job(tmp_path: Path, hosts=("algo-1", "algo-2"), current="algo-1", group
     hps = hps or {}
     base = tmp_path / "opt" / "ml"
     (base / "input" / "config").mkdir(parents=True, exist_ok=True)
-    (base / "input" / "config" / "resourceconfig.json").write_text(json.dumps({
-        "current_host": current, "hosts": list(hosts), "current_instance_type": "ml.p5.48xlarge",
-        "network_interface_name": "eth0", "instance_groups": groups or [],
-    }))
+    (base / "input" / "config" / "resourceconfig.json").write_text(
+        json.dumps(
+            {
+                "current_host": current,
+                "hosts": list(hosts),
+                "current_instance_type": "ml.p5.48xlarge",
+                "network_interface_name": "eth0",
+                "instance_groups": groups or [],
+            }
+        )
+    )
     (base / "input" / "config" / "hyperparameters.json").write_text(json.dumps(hps))
     env = {
-        BASE_ENV: str(base), "SM_HOSTS": json.dumps(sorted(hosts)), "SM_CURRENT_HOST": current,
-        "SM_NUM_GPUS": "0", "SM_NUM_CPUS": "4", "SM_HPS": json.dumps(hps), "SM_NETWORK_INTERFACE_NAME": "eth0",
+        BASE_ENV: str(base),
+        "SM_HOSTS": json.dumps(sorted(hosts)),
+        "SM_CURRENT_HOST": current,
+        "SM_NUM_GPUS": "0",
+        "SM_NUM_CPUS": "4",
+        "SM_HPS": json.dumps(hps),
+        "SM_NETWORK_INTERFACE_NAME": "eth0",
     }
     env.update(overrides)
     return {k: v for k, v in env.items() if v is not None}
@@ -39,7 +51,10 @@ def test_hosts_are_ordered_numerically_and_the_head_is_algo_1(tmp_path):
 
 
 def test_a_named_head_instance_group_picks_the_head(tmp_path):
-    groups = [{"instance_group_name": "cpu", "hosts": ["algo-1"]}, {"instance_group_name": "gpu", "hosts": ["algo-3", "algo-2"]}]
+    groups = [
+        {"instance_group_name": "cpu", "hosts": ["algo-1"]},
+        {"instance_group_name": "gpu", "hosts": ["algo-3", "algo-2"]},
+    ]
     for key in ("entry__head_group", "entry.head_group"):
         env = fake_job(tmp_path, hosts=("algo-1", "algo-2", "algo-3"), groups=groups, hps={key: "gpu"})
         assert read_topology(env).head_host == "algo-2"
@@ -90,17 +105,35 @@ def test_missing_or_broken_config_files_are_named(tmp_path):
 
 def test_hyperparameters_become_flags_as_given():
     # As CreateTrainingJob carries them (strings), in either key form; values keep their exact text.
-    settings, flags = split_hyperparameters({
-        "policy__type": "act", "steps": "7", "policy__pretrained_backbone_weights": "null",
-        "policy.push_to_hub": "false", "dataset__episodes": "[0, 1]", "cluster__num_workers": "4",
-        "entry__job": "jobs/mine.py", "entry.join_timeout_s": "30", "sagemaker_program": "x.py",
-    })
+    settings, flags = split_hyperparameters(
+        {
+            "policy__type": "act",
+            "steps": "7",
+            "policy__pretrained_backbone_weights": "null",
+            "policy.push_to_hub": "false",
+            "dataset__episodes": "[0, 1]",
+            "cluster__num_workers": "4",
+            "entry__job": "jobs/mine.py",
+            "entry.join_timeout_s": "30",
+            "sagemaker_program": "x.py",
+        }
+    )
     assert settings == EntrySettings(job="jobs/mine.py", join_timeout_s=30.0)
-    assert flags == ["--policy.type=act", "--steps=7", "--policy.pretrained_backbone_weights=null",
-                     "--policy.push_to_hub=false", "--dataset.episodes=[0, 1]", "--cluster.num_workers=4"]
+    assert flags == [
+        "--policy.type=act",
+        "--steps=7",
+        "--policy.pretrained_backbone_weights=null",
+        "--policy.push_to_hub=false",
+        "--dataset.episodes=[0, 1]",
+        "--cluster.num_workers=4",
+    ]
     # Older framework estimators JSON-encode every value; decoded values (SM_HPS) are re-encoded.
     assert split_hyperparameters({"policy__type": '"act"', "steps": 7, "x": None, "y": True})[1] == [
-        "--policy.type=act", "--steps=7", "--x=null", "--y=true"]
+        "--policy.type=act",
+        "--steps=7",
+        "--x=null",
+        "--y=true",
+    ]
     with pytest.raises(UsageError, match="unknown hyperparameter entry__jobs"):
         split_hyperparameters({"entry__jobs": "x"})
 
@@ -150,10 +183,17 @@ def test_flags_the_driver_cannot_carry_are_refused(flag, message):
 
 def test_gpu_hosts_get_the_nccl_efa_environment_and_user_values_win():
     env = gpu_network_env(8, "eth0", "ml.p5.48xlarge", efa=True, current={})
-    assert env == {"RDMAV_FORK_SAFE": "1", "NCCL_SOCKET_IFNAME": "eth0", "FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1"}
+    assert env == {
+        "RDMAV_FORK_SAFE": "1",
+        "NCCL_SOCKET_IFNAME": "eth0",
+        "FI_PROVIDER": "efa",
+        "FI_EFA_USE_DEVICE_RDMA": "1",
+    }
     assert "FI_EFA_USE_DEVICE_RDMA" not in gpu_network_env(8, "eth0", "ml.g5.48xlarge", efa=True, current={})
     assert "FI_PROVIDER" not in gpu_network_env(8, "eth0", "ml.p5.48xlarge", efa=False, current={})
-    assert gpu_network_env(8, "eth0", None, efa=False, current={"NCCL_SOCKET_IFNAME": "ens5"}) == {"RDMAV_FORK_SAFE": "1"}
+    assert gpu_network_env(8, "eth0", None, efa=False, current={"NCCL_SOCKET_IFNAME": "ens5"}) == {
+        "RDMAV_FORK_SAFE": "1"
+    }
     assert gpu_network_env(0, "eth0", "ml.p5.48xlarge", efa=True, current={}) == {}
     assert collective_env("eth0", {}) == {"GLOO_SOCKET_IFNAME": "eth0"}
     assert collective_env("eth0", {"GLOO_SOCKET_IFNAME": "lo"}) == {}

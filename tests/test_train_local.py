@@ -25,8 +25,11 @@ def train(dataset, *flags: str, workers: int = 2):
 
 def temp_leftovers() -> set[str]:
     """What a run could leave in /tmp: multiprocessing's pymp-*, a keeper's staging, Ray's processes' temp dir."""
-    return {p.name for p in Path(tempfile.gettempdir()).iterdir()
-            if p.name.startswith(("pymp-", "raycluster-staging-", "raycluster-tmp-"))}
+    return {
+        p.name
+        for p in Path(tempfile.gettempdir()).iterdir()
+        if p.name.startswith(("pymp-", "raycluster-staging-", "raycluster-tmp-"))
+    }
 
 
 @pytest.fixture(scope="module")
@@ -82,8 +85,16 @@ def test_same_losses_as_torchrun_lerobot_train(dataset, tmp_path):
     ours = train(dataset, *flags, f"--output_dir={tmp_path}/ray")
     bin_dir = Path(sys.executable).parent
     baseline = subprocess.run(
-        [bin_dir / "torchrun", "--nproc-per-node=2", bin_dir / "lerobot-train", *flags, f"--output_dir={tmp_path}/torchrun"],
-        capture_output=True, text=True, timeout=600,
+        [
+            bin_dir / "torchrun",
+            "--nproc-per-node=2",
+            bin_dir / "lerobot-train",
+            *flags,
+            f"--output_dir={tmp_path}/torchrun",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert baseline.returncode == 0, baseline.stderr[-3000:]
     expected = logged_losses(baseline.stdout + baseline.stderr)
@@ -93,7 +104,14 @@ def test_same_losses_as_torchrun_lerobot_train(dataset, tmp_path):
 
 def test_a_run_that_saves_no_checkpoint_still_ends_well_with_a_model_dir(dataset, tmp_path):
     # As on SageMaker, where the model dir is always set: --save_checkpoint=false leaves nothing to publish.
-    result = train(dataset, *TINY_ACT, "--steps=2", "--save_checkpoint=false", f"--output_dir={tmp_path / 'out'}",
-                   f"--cluster.model_dir={tmp_path / 'model'}", workers=1)
+    result = train(
+        dataset,
+        *TINY_ACT,
+        "--steps=2",
+        "--save_checkpoint=false",
+        f"--output_dir={tmp_path / 'out'}",
+        f"--cluster.model_dir={tmp_path / 'model'}",
+        workers=1,
+    )
     assert "nothing to publish to the model dir" in result.stdout + result.stderr
     assert read_summary(tmp_path / "model")["final_step"] == 2

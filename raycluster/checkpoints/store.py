@@ -40,8 +40,7 @@ class CheckpointStore(Protocol):
     def quarantine(self, name: str, reason: str) -> None:
         """Move ``name`` aside (never delete it) so it is not resumed from."""
 
-    def delete(self, name: str) -> None:
-        ...
+    def delete(self, name: str) -> None: ...
 
     def local_copy(self, name: str) -> Path:
         """A local directory holding ``name``'s files (the checkpoint itself for a local store)."""
@@ -141,7 +140,7 @@ class S3Store:
 
     def names(self) -> list[str]:
         root = self._key("") + "/" if self.prefix else ""
-        names = {key[len(root):].split("/", 1)[0] for key in self._objects(root)}
+        names = {key[len(root) :].split("/", 1)[0] for key in self._objects(root)}
         return by_step(names)
 
     def publish(self, staged: Path, name: str) -> None:
@@ -180,15 +179,23 @@ class S3Store:
         target = self._key(QUARANTINE, f"{name}-{time.strftime('%Y%m%d-%H%M%S')}") + "/"
         for key in self._objects(source):
             # The managed copy: a single CopyObject stops at 5 GB, a policy's weights may not.
-            self.s3.copy({"Bucket": self.bucket, "Key": key}, self.bucket, target + key[len(source):])
+            self.s3.copy({"Bucket": self.bucket, "Key": key}, self.bucket, target + key[len(source) :])
         self.delete(name)
-        log.warning("checkpoint s3://%s/%s is incomplete (%s): moved aside to s3://%s/%s",
-                    self.bucket, source, reason, self.bucket, target)
+        log.warning(
+            "checkpoint s3://%s/%s is incomplete (%s): moved aside to s3://%s/%s",
+            self.bucket,
+            source,
+            reason,
+            self.bucket,
+            target,
+        )
 
     def delete(self, name: str) -> None:
         keys = list(self._objects(self._key(name) + "/"))
         for start in range(0, len(keys), 1000):  # DeleteObjects takes 1000 keys a call
-            self.s3.delete_objects(Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in keys[start:start + 1000]]})
+            self.s3.delete_objects(
+                Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in keys[start : start + 1000]]}
+            )
 
     def local_copy(self, name: str) -> Path:
         """Downloaded once into a cache on the keeper's node, checked against the manifest once."""
@@ -206,7 +213,9 @@ class S3Store:
                 self.s3.download_file(self.bucket, self._key(name, relpath), str(path))
             reason = problems(target, manifest)
             if reason is not None:
-                raise RuntimeError(f"checkpoint s3://{self.bucket}/{self._key(name)} changed while it was read: {reason}")
+                raise RuntimeError(
+                    f"checkpoint s3://{self.bucket}/{self._key(name)} changed while it was read: {reason}"
+                )
             self._verified[name] = target
             return target
 
@@ -216,4 +225,8 @@ class S3Store:
 
 def open_store(root: str) -> CheckpointStore:
     """``s3://bucket/prefix`` or a local directory, holding ``<step:06d>/`` checkpoints."""
-    return S3Store(root.rstrip("/") + "/checkpoints") if root.startswith("s3://") else LocalStore(Path(root) / "checkpoints")
+    return (
+        S3Store(root.rstrip("/") + "/checkpoints")
+        if root.startswith("s3://")
+        else LocalStore(Path(root) / "checkpoints")
+    )

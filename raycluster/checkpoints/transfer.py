@@ -11,7 +11,8 @@ from pathlib import Path
 
 import ray
 
-from raycluster.checkpoints.manifest import CHUNK_BYTES as CHUNK, manifest_of, problems, within
+from raycluster.checkpoints.manifest import CHUNK_BYTES as CHUNK
+from raycluster.checkpoints.manifest import manifest_of, problems, within
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +65,6 @@ def fetch_directory(keeper, name: str, target: Path) -> bool:
     return True
 
 
-
-
 def prune_older(published: Path) -> None:
     """Once the keeper holds ``published``, rank 0's older local checkpoints serve nothing (a resume takes
     ``last`` or the keeper's): removed, so node-local scratch does not grow with the length of the run."""
@@ -92,8 +91,11 @@ class Shipper:
         with self._cond:
             if self._pending is not None:
                 self.skipped.append(self._pending.name)
-                log.warning("checkpoint %s superseded by %s before its upload started: skipped",
-                            self._pending.name, checkpoint_dir.name)
+                log.warning(
+                    "checkpoint %s superseded by %s before its upload started: skipped",
+                    self._pending.name,
+                    checkpoint_dir.name,
+                )
             self._pending = Path(checkpoint_dir)
             self._cond.notify_all()
 
@@ -109,8 +111,11 @@ class Shipper:
             except Exception as exc:  # an upload failure must not stop training; the next save retries
                 cause = getattr(exc, "cause", None) or exc  # Ray wraps the keeper's own error
                 self.failed[source.name] = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
-                log.error("upload of checkpoint %s failed (training goes on; the next save retries): %s",
-                          source.name, self.failed[source.name])
+                log.error(
+                    "upload of checkpoint %s failed (training goes on; the next save retries): %s",
+                    source.name,
+                    self.failed[source.name],
+                )
             with self._cond:
                 self._busy = False
                 self._cond.notify_all()
@@ -118,6 +123,3 @@ class Shipper:
     def drain(self, timeout: float | None = None) -> bool:
         with self._cond:
             return self._cond.wait_for(lambda: self._pending is None and not self._busy, timeout)
-
-
-

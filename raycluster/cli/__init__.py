@@ -6,7 +6,17 @@ import argparse
 import logging
 import sys
 
-from raycluster.cli import cmd_dashboard, cmd_dataset, cmd_demo, cmd_launch, cmd_probe, cmd_sim, cmd_status, cmd_train, cmd_up
+from raycluster.cli import (
+    cmd_dashboard,
+    cmd_dataset,
+    cmd_demo,
+    cmd_launch,
+    cmd_probe,
+    cmd_sim,
+    cmd_status,
+    cmd_train,
+    cmd_up,
+)
 from raycluster.errors import UsageError
 
 VERBS = (cmd_demo, cmd_dataset, cmd_train, cmd_sim, cmd_launch, cmd_status, cmd_dashboard, cmd_up, cmd_probe)

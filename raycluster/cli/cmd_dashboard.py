@@ -11,7 +11,9 @@ def register(verbs) -> None:
     parser.add_argument("job_name")
     parser.add_argument("--region")
     parser.add_argument("--local-port", type=int, default=8265)
-    parser.add_argument("--connect", action="store_true", help="run the port forwarding (needs the AWS CLI + SSM plugin)")
+    parser.add_argument(
+        "--connect", action="store_true", help="run the port forwarding (needs the AWS CLI + SSM plugin)"
+    )
     parser.set_defaults(run=run)
 
 

@@ -15,9 +15,15 @@ def register(verbs) -> None:
     synthetic.add_argument("--root", type=Path, required=True, help="new directory for the dataset")
     synthetic.add_argument("--episodes", type=int, default=SyntheticDatasetSpec.episodes)
     synthetic.add_argument("--frames", type=int, default=SyntheticDatasetSpec.frames, help="frames per episode")
-    synthetic.add_argument("--image-size", type=int, default=SyntheticDatasetSpec.image_size, help="square image side, px")
-    synthetic.add_argument("--video", action=argparse.BooleanOptionalAction, default=False,
-                           help="store the camera as MP4 video (default: images)")
+    synthetic.add_argument(
+        "--image-size", type=int, default=SyntheticDatasetSpec.image_size, help="square image side, px"
+    )
+    synthetic.add_argument(
+        "--video",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="store the camera as MP4 video (default: images)",
+    )
     synthetic.add_argument("--repo-id", default=SyntheticDatasetSpec.repo_id)
     synthetic.add_argument("--seed", type=int, default=0)
     synthetic.set_defaults(run=run)
@@ -26,8 +32,13 @@ def register(verbs) -> None:
 def run(args: argparse.Namespace) -> int:
     make_synthetic_dataset(
         SyntheticDatasetSpec(
-            root=args.root, episodes=args.episodes, frames=args.frames, image_size=args.image_size,
-            video=args.video, repo_id=args.repo_id, seed=args.seed,
+            root=args.root,
+            episodes=args.episodes,
+            frames=args.frames,
+            image_size=args.image_size,
+            video=args.video,
+            repo_id=args.repo_id,
+            seed=args.seed,
         )
     )
     print(args.root)

@@ -13,7 +13,8 @@ from raycluster.errors import UsageError
 
 def register(verbs) -> None:
     parser = verbs.add_parser(
-        "launch", help="submit a SageMaker training job (needs raycluster[launch])",
+        "launch",
+        help="submit a SageMaker training job (needs raycluster[launch])",
         description="Options below configure the job; every other flag (--cluster.*, LeRobot's) becomes a "
         "hyperparameter that the entry point turns back into the same flag.",
     )
@@ -34,9 +35,15 @@ def register(verbs) -> None:
     parser.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--subnet", action="append", default=[])
     parser.add_argument("--security-group", action="append", default=[])
-    parser.add_argument("--include", action="append", default=[], metavar="SCRIPT", help="your own Ray job script, staged into jobs/")
-    parser.add_argument("--dry-run", action="store_true", help="print the CreateTrainingJob request as JSON (and, on stderr, the code channel's files); "
-                        "no network, no credentials, nothing uploaded")
+    parser.add_argument(
+        "--include", action="append", default=[], metavar="SCRIPT", help="your own Ray job script, staged into jobs/"
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the CreateTrainingJob request as JSON (and, on stderr, the code channel's files); "
+        "no network, no credentials, nothing uploaded",
+    )
     parser.add_argument("--wait", action="store_true", help="follow the job until it ends; exit with its outcome")
     parser.set_defaults(run=run, flags=[])
 
@@ -56,11 +63,24 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--tag {tag!r}: expected KEY=VALUE")
         tags[key] = value
     spec = LaunchSpec(
-        instance_type=args.instance_type, role=args.role, instance_count=args.instance_count, region=args.region,
-        framework_version=args.framework_version, py_version=args.py_version, image_uri=args.image_uri,
-        spot=args.spot, max_run=args.max_run, max_wait=args.max_wait, checkpoint_s3=args.checkpoint_s3,
-        output_s3=args.output_s3, dataset_s3=args.dataset_s3, base_job_name=args.job_name, tags=tags,
-        subnets=tuple(args.subnet), security_groups=tuple(args.security_group), include=tuple(args.include),
+        instance_type=args.instance_type,
+        role=args.role,
+        instance_count=args.instance_count,
+        region=args.region,
+        framework_version=args.framework_version,
+        py_version=args.py_version,
+        image_uri=args.image_uri,
+        spot=args.spot,
+        max_run=args.max_run,
+        max_wait=args.max_wait,
+        checkpoint_s3=args.checkpoint_s3,
+        output_s3=args.output_s3,
+        dataset_s3=args.dataset_s3,
+        base_job_name=args.job_name,
+        tags=tags,
+        subnets=tuple(args.subnet),
+        security_groups=tuple(args.security_group),
+        include=tuple(args.include),
         flags=tuple(args.flags),
     )
     if args.dry_run:
@@ -68,12 +88,19 @@ def run(args: argparse.Namespace) -> int:
             staged = stage(spec, Path(tmp))
             json.dump(staged.request, sys.stdout, indent=2)
             print()
-            print("the code channel would hold:\n  " + "\n  ".join(staged.code_files())
-                  + "\n  (and the job's Ray auth token, .raycluster/auth_token)", file=sys.stderr)
+            print(
+                "the code channel would hold:\n  "
+                + "\n  ".join(staged.code_files())
+                + "\n  (and the job's Ray auth token, .raycluster/auth_token)",
+                file=sys.stderr,
+            )
         return 0
     request = launch(spec, wait=args.wait)
     job = request["TrainingJobName"]
-    print(f"submitted {job}; follow it with: raycluster status {job}" + (f" --region {args.region}" if args.region else ""))
+    print(
+        f"submitted {job}; follow it with: raycluster status {job}"
+        + (f" --region {args.region}" if args.region else "")
+    )
     if args.wait:
         status = describe(job, args.region)
         print(json.dumps(status, indent=2))

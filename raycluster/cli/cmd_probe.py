@@ -6,8 +6,11 @@ import argparse
 
 
 def register(verbs) -> None:
-    parser = verbs.add_parser("probe", help="all-reduce benchmark across the cluster (NCCL/EFA check on GPUs)",
-                              description="Takes --cluster.num_workers, --cluster.use_gpu and --cluster.address.")
+    parser = verbs.add_parser(
+        "probe",
+        help="all-reduce benchmark across the cluster (NCCL/EFA check on GPUs)",
+        description="Takes --cluster.num_workers, --cluster.use_gpu and --cluster.address.",
+    )
     parser.add_argument("--iters", type=int, default=10)
     parser.set_defaults(run=run, flags=[])
 

@@ -15,20 +15,30 @@ SIM_INSTANCE_TYPE = "ml.c5.xlarge"
 
 
 def register(verbs) -> None:
-    parser = verbs.add_parser("sim", help="simulate a SageMaker training job on this machine (root)",
-                              description="The SageMaker SDK stages the job's channels (code, sm_drivers) on "
-                              "this machine; each host runs the request's container command (the SDK's sm_train.sh) "
-                              "as PID 1 in its own network and PID namespace.")
+    parser = verbs.add_parser(
+        "sim",
+        help="simulate a SageMaker training job on this machine (root)",
+        description="The SageMaker SDK stages the job's channels (code, sm_drivers) on "
+        "this machine; each host runs the request's container command (the SDK's sm_train.sh) "
+        "as PID 1 in its own network and PID namespace.",
+    )
     parser.add_argument("--hosts", type=int, help="default: the request's InstanceCount")
     parser.add_argument("--workdir", type=Path, required=True, help="each host's /opt/ml goes to WORKDIR/algo-K/opt/ml")
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--hyperparameters", type=Path,
-                        help="JSON object of hyperparameters, sent as a ModelTrainer sends them (strings as they are, "
-                        "other values as JSON); keys as SageMaker's driver needs them (policy__type, not policy.type)")
+    source.add_argument(
+        "--hyperparameters",
+        type=Path,
+        help="JSON object of hyperparameters, sent as a ModelTrainer sends them (strings as they are, "
+        "other values as JSON); keys as SageMaker's driver needs them (policy__type, not policy.type)",
+    )
     source.add_argument("--request", type=Path, help="a CreateTrainingJob request (`raycluster launch --dry-run`)")
     parser.add_argument("--channel", action="append", default=[], metavar="NAME=PATH", help="an input channel")
-    parser.add_argument("--checkpoints", type=Path, help="pre-fill every host's /opt/ml/checkpoints from this "
-                        "directory, as SageMaker does when it restarts a job (resume test)")
+    parser.add_argument(
+        "--checkpoints",
+        type=Path,
+        help="pre-fill every host's /opt/ml/checkpoints from this "
+        "directory, as SageMaker does when it restarts a job (resume test)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -53,7 +63,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         import sagemaker.train  # noqa: F401 -- the SDK stages the job and provides the container driver
     except ImportError as exc:
-        raise UsageError(f"the sim runs the SageMaker SDK's own driver: pip install 'raycluster[launch]' ({exc})") from None
+        raise UsageError(
+            f"the sim runs the SageMaker SDK's own driver: pip install 'raycluster[launch]' ({exc})"
+        ) from None
     from raycluster.launch.spec import LaunchSpec
     from raycluster.launch.trainer import Staged, stage
     from raycluster.sim.job import SimSpec, run_sim
@@ -68,16 +80,29 @@ def run(args: argparse.Namespace) -> int:
     hosts = args.hosts or (document.get("ResourceConfig", {}).get("InstanceCount") if args.request else None)
     if not hosts:
         raise UsageError("--hosts is required with --hyperparameters")
-    spec = LaunchSpec(instance_type=SIM_INSTANCE_TYPE, role=SIM_ROLE, instance_count=hosts, region="us-east-1",
-                      framework_version=local_torch_release(), image_uri="raycluster-sim:local",
-                      raw_hyperparameters={} if args.request else document)
+    spec = LaunchSpec(
+        instance_type=SIM_INSTANCE_TYPE,
+        role=SIM_ROLE,
+        instance_count=hosts,
+        region="us-east-1",
+        framework_version=local_torch_release(),
+        image_uri="raycluster-sim:local",
+        raw_hyperparameters={} if args.request else document,
+    )
     workdir = args.workdir.resolve()
     with tempfile.TemporaryDirectory(prefix="raycluster-sim-stage-") as tmp:
         staged = stage(spec, Path(tmp))
         if args.request:
             # The request as given (it may have been edited); the channels as the SDK stages them here.
             staged = Staged(document, staged.code, staged.drivers)
-        result = run_sim(SimSpec(hosts=hosts, workdir=workdir, staged=staged, channels=parse_channels(args.channel),
-                                 checkpoints=args.checkpoints.resolve() if args.checkpoints else None))
+        result = run_sim(
+            SimSpec(
+                hosts=hosts,
+                workdir=workdir,
+                staged=staged,
+                channels=parse_channels(args.channel),
+                checkpoints=args.checkpoints.resolve() if args.checkpoints else None,
+            )
+        )
     print(json.dumps(result, indent=2))
     return max((h["exit_code"] for h in result["hosts"].values()), key=abs, default=0) and 1

@@ -28,9 +28,14 @@ def run_up(args: argparse.Namespace) -> int:
     print(f"Ray head up (pid {cluster.pid})")
     print(f"  dashboard:  {cluster.dashboard_url}  (sign in with the token in {cluster.token_path})")
     print(f"  token:      {cluster.token_path}")
-    print(f"  submit:     {env} ray job submit --address {cluster.dashboard_url} --working-dir . -- "
-          "python jobs/train_lerobot.py --cluster.num_workers=2 <lerobot flags>")
-    print("  stop:       raycluster down" + (f" --state-dir {args.state_dir}" if args.state_dir != DEFAULT_STATE_DIR else ""))
+    print(
+        f"  submit:     {env} ray job submit --address {cluster.dashboard_url} --working-dir . -- "
+        "python jobs/train_lerobot.py --cluster.num_workers=2 <lerobot flags>"
+    )
+    print(
+        "  stop:       raycluster down"
+        + (f" --state-dir {args.state_dir}" if args.state_dir != DEFAULT_STATE_DIR else "")
+    )
     return 0
 
 

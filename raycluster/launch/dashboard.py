@@ -23,9 +23,15 @@ def keep_token(job_name: str, token: str) -> Path:
 
 def port_forward_command(job_name: str, local_port: int, region: str | None) -> list[str]:
     command = [
-        "aws", "ssm", "start-session", "--target", f"sagemaker-training-job:{job_name}_algo-1",
-        "--document-name", "AWS-StartPortForwardingSession",
-        "--parameters", json.dumps({"portNumber": [str(DASHBOARD_PORT)], "localPortNumber": [str(local_port)]}),
+        "aws",
+        "ssm",
+        "start-session",
+        "--target",
+        f"sagemaker-training-job:{job_name}_algo-1",
+        "--document-name",
+        "AWS-StartPortForwardingSession",
+        "--parameters",
+        json.dumps({"portNumber": [str(DASHBOARD_PORT)], "localPortNumber": [str(local_port)]}),
     ]
     return command + (["--region", region] if region else [])
 
@@ -34,18 +40,23 @@ def instructions(job_name: str, local_port: int, region: str | None) -> str:
     token = token_path(job_name)
     lines = [shlex.join(port_forward_command(job_name, local_port, region))]
     if token.exists():
-        lines.append(f"# then open http://localhost:{local_port} and sign in with the job's Ray token: {token} "
-                     "(saved when you launched the job)")
+        lines.append(
+            f"# then open http://localhost:{local_port} and sign in with the job's Ray token: {token} "
+            "(saved when you launched the job)"
+        )
     else:
         # Not launched from this machine: the token travels only with the job's code.
         lines += [
             f"# no token for {job_name} on this machine ({token} does not exist: the job was launched elsewhere).",
             "# It is .raycluster/auth_token in the job's code channel; fetch it with:",
-            f"#   mkdir -p {token.parent} && (umask 077; aws s3 cp $(aws sagemaker describe-training-job --training-job-name {job_name} "
+            f"#   mkdir -p {token.parent} && (umask 077; aws s3 cp $(aws sagemaker describe-training-job "
+            f"--training-job-name {job_name} "
             "--query \"InputDataConfig[?ChannelName=='code'].DataSource.S3DataSource.S3Uri\" --output text)"
             f"/.raycluster/auth_token {token})",
             f"# then open http://localhost:{local_port} and sign in with it",
         ]
-    lines.append(f"# submit your own job: RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={token} "
-                 f"ray job submit --address http://localhost:{local_port} -- python jobs/cluster_info.py")
+    lines.append(
+        f"# submit your own job: RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={token} "
+        f"ray job submit --address http://localhost:{local_port} -- python jobs/cluster_info.py"
+    )
     return "\n".join(lines)

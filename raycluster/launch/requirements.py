@@ -24,8 +24,10 @@ def torch_release(version: str) -> str:
         raise UsageError(f"--framework-version {version!r}: expected a PyTorch release such as 2.8")
     release = f"{match.group(1)}.{match.group(2)}"
     if release not in TORCHCODEC:
-        raise UsageError(f"--framework-version {version}: LeRobot 0.6 runs on PyTorch DLCs {', '.join(TORCHCODEC)}; "
-                         "pick one of those (or --image-uri for your own image)")
+        raise UsageError(
+            f"--framework-version {version}: LeRobot 0.6 runs on PyTorch DLCs {', '.join(TORCHCODEC)}; "
+            "pick one of those (or --image-uri for your own image)"
+        )
     return release
 
 
@@ -46,5 +48,4 @@ def requirements() -> list[str]:
 def constraints(framework_version: str) -> list[str]:
     release = torch_release(framework_version)
     minor = int(release.split(".")[1])
-    return [f"torch=={release}.*", f"torchvision==0.{minor + 15}.*",
-            f"torchcodec{TORCHCODEC[release]}"]
+    return [f"torch=={release}.*", f"torchvision==0.{minor + 15}.*", f"torchcodec{TORCHCODEC[release]}"]

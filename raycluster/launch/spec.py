@@ -51,26 +51,38 @@ class LaunchSpec:
 
     def check(self) -> None:
         if not INSTANCE_TYPE.match(self.instance_type):
-            raise UsageError(f"--instance-type {self.instance_type!r} is not a SageMaker instance type (e.g. ml.p5.48xlarge)")
+            raise UsageError(
+                f"--instance-type {self.instance_type!r} is not a SageMaker instance type (e.g. ml.p5.48xlarge)"
+            )
         if self.instance_count < 1:
             raise UsageError(f"--instance-count must be >= 1, got {self.instance_count}")
         if not ROLE_ARN.match(self.role):
             raise UsageError(f"--role {self.role!r} is not an IAM role ARN (arn:aws:iam::123456789012:role/NAME)")
         if not 1 <= self.max_run <= MAX_RUNTIME_S:
-            raise UsageError(f"--max-run must be 1..{MAX_RUNTIME_S} seconds (28 days, SageMaker's limit), got {self.max_run}")
+            raise UsageError(
+                f"--max-run must be 1..{MAX_RUNTIME_S} seconds (28 days, SageMaker's limit), got {self.max_run}"
+            )
         if self.max_wait is not None and self.max_wait > MAX_RUNTIME_S:
-            raise UsageError(f"--max-wait must be at most {MAX_RUNTIME_S} seconds (28 days, SageMaker's limit), got {self.max_wait}")
+            raise UsageError(
+                f"--max-wait must be at most {MAX_RUNTIME_S} seconds (28 days, SageMaker's limit), got {self.max_wait}"
+            )
         if self.region is not None and not REGION.match(self.region):
             raise UsageError(f"--region {self.region!r} is not an AWS region (e.g. us-west-2)")
         if not JOB_NAME.match(self.base_job_name):
-            raise UsageError(f"--job-name {self.base_job_name!r}: letters, digits and '-' only, starting with a letter "
-                             "or digit (SageMaker's job-name rule)")
+            raise UsageError(
+                f"--job-name {self.base_job_name!r}: letters, digits and '-' only, starting with a letter "
+                "or digit (SageMaker's job-name rule)"
+            )
         for key, value in self.tags.items():
             if len(key) > 128 or len(value) > 256 or key.lower().startswith("aws:"):
-                raise UsageError(f"--tag {key}={value}: keys up to 128 characters and not starting with 'aws:', "
-                                 "values up to 256 (AWS's tag rules)")
-        for flag, values, pattern, example in (("--subnet", self.subnets, SUBNET, "subnet-0123456789abcdef0"),
-                                               ("--security-group", self.security_groups, SECURITY_GROUP, "sg-0123456789abcdef0")):
+                raise UsageError(
+                    f"--tag {key}={value}: keys up to 128 characters and not starting with 'aws:', "
+                    "values up to 256 (AWS's tag rules)"
+                )
+        for flag, values, pattern, example in (
+            ("--subnet", self.subnets, SUBNET, "subnet-0123456789abcdef0"),
+            ("--security-group", self.security_groups, SECURITY_GROUP, "sg-0123456789abcdef0"),
+        ):
             for value in values:
                 if not pattern.match(value):
                     raise UsageError(f"{flag} {value!r} is not a {example.split('-')[0]}-… id (e.g. {example})")
@@ -88,8 +100,10 @@ class LaunchSpec:
             if value and not S3_URI.match(value):
                 raise UsageError(f"--{name.replace('_', '-')} {value!r} is not an s3://bucket/prefix URI")
         if not self.image_uri and self.py_version != DLC_PYTHON:
-            raise UsageError(f"--py-version {self.py_version}: LeRobot needs Python 3.12, so {DLC_PYTHON} "
-                             "(or --image-uri for your own image)")
+            raise UsageError(
+                f"--py-version {self.py_version}: LeRobot needs Python 3.12, so {DLC_PYTHON} "
+                "(or --image-uri for your own image)"
+            )
         if not self.image_uri:
             torch_release(self.framework_version)
         # Refused here, before any upload, as the entry point would refuse them on the hosts: what SageMaker's

@@ -52,8 +52,14 @@ def image_uri(spec: LaunchSpec, region: str) -> str:
         return spec.image_uri
     from sagemaker.core import image_uris
 
-    return image_uris.retrieve(framework="pytorch", region=region, version=spec.framework_version,
-                               py_version=spec.py_version, instance_type=spec.instance_type, image_scope="training")
+    return image_uris.retrieve(
+        framework="pytorch",
+        region=region,
+        version=spec.framework_version,
+        py_version=spec.py_version,
+        instance_type=spec.instance_type,
+        image_scope="training",
+    )
 
 
 def code_bucket(spec: LaunchSpec) -> str | None:
@@ -63,7 +69,14 @@ def code_bucket(spec: LaunchSpec) -> str | None:
 
 def build_trainer(spec: LaunchSpec, source: Path, session):
     from sagemaker.core.training.configs import (
-        CheckpointConfig, Compute, Networking, OutputDataConfig, RemoteDebugConfig, SourceCode, StoppingCondition, Tag,
+        CheckpointConfig,
+        Compute,
+        Networking,
+        OutputDataConfig,
+        RemoteDebugConfig,
+        SourceCode,
+        StoppingCondition,
+        Tag,
     )
     from sagemaker.train import ModelTrainer
 
@@ -73,15 +86,25 @@ def build_trainer(spec: LaunchSpec, source: Path, session):
         base_job_name=spec.base_job_name,
         training_image=image_uri(spec, session.boto_session.region_name),
         source_code=SourceCode(source_dir=str(source), requirements="requirements.txt", command=COMMAND),
-        compute=Compute(instance_type=spec.instance_type, instance_count=spec.instance_count,
-                        enable_managed_spot_training=spec.spot or None),
-        stopping_condition=StoppingCondition(max_runtime_in_seconds=spec.max_run,
-                                             max_wait_time_in_seconds=spec.max_wait if spec.spot else None),
-        checkpoint_config=(CheckpointConfig(s3_uri=spec.checkpoint_s3, local_path="/opt/ml/checkpoints")
-                           if spec.checkpoint_s3 else None),
+        compute=Compute(
+            instance_type=spec.instance_type,
+            instance_count=spec.instance_count,
+            enable_managed_spot_training=spec.spot or None,
+        ),
+        stopping_condition=StoppingCondition(
+            max_runtime_in_seconds=spec.max_run, max_wait_time_in_seconds=spec.max_wait if spec.spot else None
+        ),
+        checkpoint_config=(
+            CheckpointConfig(s3_uri=spec.checkpoint_s3, local_path="/opt/ml/checkpoints")
+            if spec.checkpoint_s3
+            else None
+        ),
         output_data_config=OutputDataConfig(s3_output_path=spec.output_s3) if spec.output_s3 else None,
-        networking=(Networking(subnets=list(spec.subnets), security_group_ids=list(spec.security_groups))
-                    if spec.subnets or spec.security_groups else None),
+        networking=(
+            Networking(subnets=list(spec.subnets), security_group_ids=list(spec.security_groups))
+            if spec.subnets or spec.security_groups
+            else None
+        ),
         hyperparameters=spec.hyperparameters,
         tags=[Tag(key=k, value=v) for k, v in spec.tags.items()] or None,
     )
@@ -94,8 +117,11 @@ def dataset_channel(spec: LaunchSpec):
 
     return Channel(
         channel_name="dataset",
-        data_source=DataSource(s3_data_source=S3DataSource(
-            s3_data_type="S3Prefix", s3_uri=spec.dataset_s3, s3_data_distribution_type="FullyReplicated")),
+        data_source=DataSource(
+            s3_data_source=S3DataSource(
+                s3_data_type="S3Prefix", s3_uri=spec.dataset_s3, s3_data_distribution_type="FullyReplicated"
+            )
+        ),
         input_mode="FastFile",
     )
 
@@ -126,6 +152,7 @@ def _session(spec: LaunchSpec, offline: bool):
             return bucket or super().default_bucket()
 
     if offline:
+
         def refuse(event_name, **_):
             raise _Offline(event_name)
 
@@ -149,8 +176,11 @@ class Staged:
     drivers: Path
 
     def code_files(self) -> list[str]:
-        return sorted(str(p.relative_to(self.code)) for p in self.code.rglob("*")
-                      if p.is_file() and str(p.relative_to(self.code)) != AUTH_TOKEN_PATH)
+        return sorted(
+            str(p.relative_to(self.code))
+            for p in self.code.rglob("*")
+            if p.is_file() and str(p.relative_to(self.code)) != AUTH_TOKEN_PATH
+        )
 
 
 def stage(spec: LaunchSpec, into: Path) -> Staged:
@@ -168,7 +198,8 @@ def stage(spec: LaunchSpec, into: Path) -> Staged:
         else:
             os.environ[VALIDATE_ROLE] = saved
     request = trainer._create_training_job_args(
-        input_data_config=[dataset_channel(spec)] if spec.dataset_s3 else None, boto3=True)
+        input_data_config=[dataset_channel(spec)] if spec.dataset_s3 else None, boto3=True
+    )
     drivers = into / "sm_drivers"
     shutil.copytree(trainer._temp_code_dir.name, drivers)
     return Staged(json.loads(json.dumps(request, default=str)), source, drivers)
@@ -184,7 +215,9 @@ def launch(spec: LaunchSpec, wait: bool = False) -> dict:
         session = _session(spec, offline=False)
         trainer = build_trainer(spec, source, session)
         events = session.boto_session.events
-        events.register("provide-client-params.sagemaker.CreateTrainingJob", lambda params, **_: captured.update(params))
+        events.register(
+            "provide-client-params.sagemaker.CreateTrainingJob", lambda params, **_: captured.update(params)
+        )
         created = []
 
         def job_created(**_):
@@ -193,8 +226,7 @@ def launch(spec: LaunchSpec, wait: bool = False) -> dict:
 
         events.register("after-call.sagemaker.CreateTrainingJob", job_created)
         try:
-            trainer.train(input_data_config=[dataset_channel(spec)] if spec.dataset_s3 else None,
-                          wait=wait, logs=wait)
+            trainer.train(input_data_config=[dataset_channel(spec)] if spec.dataset_s3 else None, wait=wait, logs=wait)
         except Exception as exc:
             if not created:
                 _remove_uploads(session)

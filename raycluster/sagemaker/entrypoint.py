@@ -15,7 +15,14 @@ import time
 from pathlib import Path
 
 from raycluster.bootstrap import (
-    DASHBOARD_PORT, GCS_PORT, Gcs, NodeSpec, RayNode, gcs_reachable, resolve, wait_for,
+    DASHBOARD_PORT,
+    GCS_PORT,
+    Gcs,
+    NodeSpec,
+    RayNode,
+    gcs_reachable,
+    resolve,
+    wait_for,
 )
 from raycluster.cluster_config import split_cluster_args
 from raycluster.errors import UsageError
@@ -55,7 +62,9 @@ def job_script(settings: EntrySettings) -> Path | None:
         return None
     script = SOURCE_DIR / settings.job
     if not script.is_file():
-        raise UsageError(f"hyperparameter entry.job={settings.job}: no such Ray job script in the source directory {SOURCE_DIR}")
+        raise UsageError(
+            f"hyperparameter entry.job={settings.job}: no such Ray job script in the source directory {SOURCE_DIR}"
+        )
     return script
 
 
@@ -93,11 +102,15 @@ def auth_env(settings: EntrySettings) -> dict[str, str]:
     if path.is_file():
         return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(path)}
     if not settings.insecure:
-        raise UsageError(f"no Ray auth token at {path}: ship one with the code (raycluster launch does; "
-                         "any 64 hex characters in .raycluster/auth_token) or, to run open to the whole VPC, "
-                         "set the hyperparameter entry__insecure=true")
-    log.warning("entry.insecure=true and no Ray auth token: the cluster runs WITHOUT authentication; anyone who "
-                "reaches this job's network can submit code that runs as its IAM role")
+        raise UsageError(
+            f"no Ray auth token at {path}: ship one with the code (raycluster launch does; "
+            "any 64 hex characters in .raycluster/auth_token) or, to run open to the whole VPC, "
+            "set the hyperparameter entry__insecure=true"
+        )
+    log.warning(
+        "entry.insecure=true and no Ray auth token: the cluster runs WITHOUT authentication; anyone who "
+        "reaches this job's network can submit code that runs as its IAM role"
+    )
     return {}
 
 
@@ -105,22 +118,33 @@ def node_env(topology: Topology) -> dict[str, str]:
     # The credentials (auth_env) are already in this process's environment, which the nodes inherit.
     env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(SOURCE_DIR), os.environ.get("PYTHONPATH")]))}
     env.update(collective_env(topology.network_interface, os.environ))
-    env.update(gpu_network_env(topology.num_gpus, topology.network_interface, topology.instance_type,
-                               efa_available() if topology.num_gpus else False, os.environ))
+    env.update(
+        gpu_network_env(
+            topology.num_gpus,
+            topology.network_interface,
+            topology.instance_type,
+            efa_available() if topology.num_gpus else False,
+            os.environ,
+        )
+    )
     return env
 
 
 def node_spec(topology: Topology, head_address: str | None, trains: bool = True) -> NodeSpec:
     return NodeSpec(
-        ip=resolve(topology.current_host), num_cpus=topology.num_cpus if trains else 0,
+        ip=resolve(topology.current_host),
+        num_cpus=topology.num_cpus if trains else 0,
         num_gpus=topology.num_gpus if trains else 0,
-        temp_dir=SCRATCH / "ray", head_address=head_address, env=node_env(topology),
+        temp_dir=SCRATCH / "ray",
+        head_address=head_address,
+        env=node_env(topology),
     )
 
 
 class Head:
-    def __init__(self, topology: Topology, settings: EntrySettings, flags: list[str], stop: threading.Event,
-                 reaper: OrphanReaper):
+    def __init__(
+        self, topology: Topology, settings: EntrySettings, flags: list[str], stop: threading.Event, reaper: OrphanReaper
+    ):
         self.topology, self.settings, self.flags, self.stop, self.reaper = topology, settings, flags, stop, reaper
         self.ips = {host: resolve(host) for host in topology.hosts}
         self.host_of = {ip: host for host, ip in self.ips.items()}
@@ -138,7 +162,9 @@ class Head:
         try:
             ip = self.ips[self.topology.current_host]
             if not wait_for(lambda: not node.alive() or gcs_reachable(ip), 60) or not node.alive():
-                raise HostFailure(f"the Ray head on {self.topology.current_host} did not start; see {node.spec.temp_dir}/ray-start.log")
+                raise HostFailure(
+                    f"the Ray head on {self.topology.current_host} did not start; see {node.spec.temp_dir}/ray-start.log"
+                )
             gcs = Gcs(f"{ip}:{GCS_PORT}")
             self._wait_for_hosts(gcs)
             log.info("cluster formed: %d nodes in %.1fs", len(self.ips), time.monotonic() - started)
@@ -228,7 +254,9 @@ class Head:
             said = job.failure_reason() if self.stop.is_set() else ""
             # On our own SIGTERM, the training job's last word: the step it stopped at and whether it was saved.
             # A lost host stays the reason, whatever the job did once stopped.
-            raise HostFailure(said.split("raycluster train: ", 1)[1] if "raycluster train: stopped by" in said else reason)
+            raise HostFailure(
+                said.split("raycluster train: ", 1)[1] if "raycluster train: stopped by" in said else reason
+            )
         if outcome.status != "SUCCEEDED":
             raise JobFailed(outcome.exit_code or 1, f"job {outcome.status.lower()}: {job.failure_reason()}")
         return 0
@@ -238,9 +266,13 @@ class Head:
         (`jobs/end_cluster.py`), or SIGTERM. A failed job's exit code still ends the SageMaker job."""
         if self.settings.keep_alive_s <= 0:
             return
-        log.info("interactive: the cluster stays up for %.0fs%s; dashboard %s (port 8265 on algo-1); end it with "
-                 "`ray job submit -- python jobs/end_cluster.py`", self.settings.keep_alive_s,
-                 f" after the failed job ({failure})" if failure else "", dashboard)
+        log.info(
+            "interactive: the cluster stays up for %.0fs%s; dashboard %s (port 8265 on algo-1); end it with "
+            "`ray job submit -- python jobs/end_cluster.py`",
+            self.settings.keep_alive_s,
+            f" after the failed job ({failure})" if failure else "",
+            dashboard,
+        )
         deadline = time.monotonic() + self.settings.keep_alive_s
         while time.monotonic() < deadline and not self.stop.is_set():
             try:
@@ -274,7 +306,9 @@ class JobFailed(Exception):
 def run_worker(topology: Topology, settings: EntrySettings, stop: threading.Event, reaper: OrphanReaper) -> int:
     head_ip = resolve(topology.head_host)
     if not wait_for(lambda: stop.is_set() or gcs_reachable(head_ip), settings.head_wait_s):
-        raise HostFailure(f"head {topology.head_host} ({head_ip}) did not answer within {settings.head_wait_s:g}s (entry.head_wait_s)")
+        raise HostFailure(
+            f"head {topology.head_host} ({head_ip}) did not answer within {settings.head_wait_s:g}s (entry.head_wait_s)"
+        )
     if stop.is_set():
         return SIGTERM_EXIT
     node = RayNode(node_spec(topology, f"{head_ip}:{GCS_PORT}"))
@@ -286,7 +320,10 @@ def run_worker(topology: Topology, settings: EntrySettings, stop: threading.Even
             if stop.is_set() and stop_deadline is None:
                 # SageMaker SIGTERMs every host at once: this node stays up while the training saves its
                 # current step (ranks on it take part), until the head says it is over or time is up.
-                log.info("SIGTERM: staying up until the head ends the job (at most %.0fs)", settings.stop_timeout_s + STOP_MARGIN_S)
+                log.info(
+                    "SIGTERM: staying up until the head ends the job (at most %.0fs)",
+                    settings.stop_timeout_s + STOP_MARGIN_S,
+                )
                 stop_deadline = time.monotonic() + settings.stop_timeout_s + STOP_MARGIN_S
             if stop_deadline is not None and time.monotonic() > stop_deadline:
                 raise HostFailure("stopped by SIGTERM; the head did not end the job in time")
@@ -294,10 +331,14 @@ def run_worker(topology: Topology, settings: EntrySettings, stop: threading.Even
                 if stop.is_set():
                     raise HostFailure("stopped by SIGTERM; the head ended the cluster")
                 if not gcs_reachable(head_ip):  # the node leaves when it loses the head: name the cause
-                    raise HostFailure(f"head {topology.head_host} unreachable and this host's Ray node gone with it; "
-                                      "the job's head host failed")
-                raise HostFailure(f"the Ray node on {topology.current_host} exited (code {node.process.returncode}); "
-                                  f"see {node.spec.temp_dir}/ray-start.log")
+                    raise HostFailure(
+                        f"head {topology.head_host} unreachable and this host's Ray node gone with it; "
+                        "the job's head host failed"
+                    )
+                raise HostFailure(
+                    f"the Ray node on {topology.current_host} exited (code {node.process.returncode}); "
+                    f"see {node.spec.temp_dir}/ray-start.log"
+                )
             try:
                 outcome = gcs.outcome(timeout=2)
                 unreachable_since = None
@@ -307,12 +348,16 @@ def run_worker(topology: Topology, settings: EntrySettings, stop: threading.Even
                 if time.monotonic() - unreachable_since > settings.lost_after_s:
                     if stop.is_set():  # every host was told to stop: the head leaving is no failure of its own
                         raise HostFailure("stopped by SIGTERM; the head ended the cluster") from None
-                    raise HostFailure(f"head {topology.head_host} unreachable for {settings.lost_after_s:g}s; "
-                                      "the job's head host failed") from None
+                    raise HostFailure(
+                        f"head {topology.head_host} unreachable for {settings.lost_after_s:g}s; "
+                        "the job's head host failed"
+                    ) from None
             if outcome is not None:
                 log.info("the head says the job ended (code %s); leaving", outcome["code"])
                 if stop.is_set():
-                    raise HostFailure(outcome.get("reason") or "stopped by SIGTERM (job stopped or spot instance reclaimed)")
+                    raise HostFailure(
+                        outcome.get("reason") or "stopped by SIGTERM (job stopped or spot instance reclaimed)"
+                    )
                 return 0
             time.sleep(1)
     finally:
@@ -359,14 +404,24 @@ def main() -> int:
         settings, flags = split_hyperparameters(topology.hyperparameters)
         job_script(settings)
         if not settings.head_trains and len(topology.hosts) == 1:
-            raise UsageError("hyperparameter entry__head_trains=false needs 2 or more hosts: this job's only host "
-                             "is the head, so no host would train")
+            raise UsageError(
+                "hyperparameter entry__head_trains=false needs 2 or more hosts: this job's only host "
+                "is the head, so no host would train"
+            )
         if settings.job == EntrySettings.job:
-            split_cluster_args(job_flags(topology, settings, flags))  # cluster.* out of range: refused before any cluster
+            split_cluster_args(
+                job_flags(topology, settings, flags)
+            )  # cluster.* out of range: refused before any cluster
         # This process talks to the GCS and the Jobs API too: it needs the same credentials as the nodes.
         os.environ.update(auth_env(settings))
-        log.info("host %s of %s; head %s; %d GPU(s), %d CPU(s)", topology.current_host, list(topology.hosts),
-                 topology.head_host, topology.num_gpus, topology.num_cpus)
+        log.info(
+            "host %s of %s; head %s; %d GPU(s), %d CPU(s)",
+            topology.current_host,
+            list(topology.hosts),
+            topology.head_host,
+            topology.num_gpus,
+            topology.num_cpus,
+        )
         if topology.is_head:
             code = Head(topology, settings, flags, stop, reaper).run()
         else:

@@ -82,13 +82,17 @@ def check_settings(settings: EntrySettings) -> EntrySettings:
             bound = "> 0" if name in POSITIVE else ">= 0"
             raise UsageError(f"hyperparameter entry__{name}={value} must be a finite number {bound} (seconds)")
     if settings.stop_timeout_s > MAX_STOP_TIMEOUT_S:
-        raise UsageError(f"hyperparameter entry__stop_timeout_s={settings.stop_timeout_s:g} must be at most "
-                         f"{MAX_STOP_TIMEOUT_S:g}: SageMaker kills every host {SIGKILL_AFTER_S:g}s after SIGTERM, "
-                         "and the job's report and the nodes' own stop need the rest")
+        raise UsageError(
+            f"hyperparameter entry__stop_timeout_s={settings.stop_timeout_s:g} must be at most "
+            f"{MAX_STOP_TIMEOUT_S:g}: SageMaker kills every host {SIGKILL_AFTER_S:g}s after SIGTERM, "
+            "and the job's report and the nodes' own stop need the rest"
+        )
     job = settings.job
     if not job or (job != NO_JOB and (Path(job).is_absolute() or ".." in Path(job).parts or not job.endswith(".py"))):
-        raise UsageError(f"hyperparameter entry__job={job!r} must be a .py script inside the source directory "
-                         "(e.g. jobs/train_lerobot.py), or none")
+        raise UsageError(
+            f"hyperparameter entry__job={job!r} must be a .py script inside the source directory "
+            "(e.g. jobs/train_lerobot.py), or none"
+        )
     return settings
 
 
@@ -155,17 +159,25 @@ def to_hyperparameters(flags: list[str]) -> dict[str, str]:
             raise UsageError(f"{flag!r}: pass flags as --name=value to become hyperparameters")
         name, value = flag[2:].split("=", 1)
         if DOT in name:
-            raise UsageError(f"{flag!r}: a flag name with '{DOT}' cannot travel as a hyperparameter ('.' is sent as '{DOT}')")
+            raise UsageError(
+                f"{flag!r}: a flag name with '{DOT}' cannot travel as a hyperparameter ('.' is sent as '{DOT}')"
+            )
         key = name.replace(".", DOT)
         if not KEY.match(key):
-            raise UsageError(f"{flag!r}: a flag name may hold only letters, digits, '_', '-' and '.' to survive "
-                             "SageMaker's driver (its hyperparameters become shell variables)")
+            raise UsageError(
+                f"{flag!r}: a flag name may hold only letters, digits, '_', '-' and '.' to survive "
+                "SageMaker's driver (its hyperparameters become shell variables)"
+            )
         if key in hps:
             raise UsageError(f"{flag!r}: --{name} is given twice; keep one (a hyperparameter is sent once)")
         if "'" in value:
-            raise UsageError(f"{flag!r}: a ' in a value breaks SageMaker's driver (it sources them in '...'); remove it")
+            raise UsageError(
+                f"{flag!r}: a ' in a value breaks SageMaker's driver (it sources them in '...'); remove it"
+            )
         if len(key) > MAX_KEY or len(value) > MAX_VALUE:
-            raise UsageError(f"{flag[:60]!r}...: SageMaker limits a hyperparameter to {MAX_KEY} characters of "
-                             f"name and {MAX_VALUE} of value; put long settings in a --config_path file")
+            raise UsageError(
+                f"{flag[:60]!r}...: SageMaker limits a hyperparameter to {MAX_KEY} characters of "
+                f"name and {MAX_VALUE} of value; put long settings in a --config_path file"
+            )
         hps[key] = value
     return hps

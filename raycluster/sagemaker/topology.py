@@ -71,7 +71,9 @@ def _json(text: str, what: str, fix: str) -> Any:
 def _required(env: Mapping[str, str], name: str) -> str:
     value = env.get(name)
     if value is None or not value.strip():
-        raise UsageError(f"{name} is not set; SageMaker sets it on every host (outside SageMaker, use `raycluster sim`)")
+        raise UsageError(
+            f"{name} is not set; SageMaker sets it on every host (outside SageMaker, use `raycluster sim`)"
+        )
     return value
 
 
@@ -102,7 +104,9 @@ def _config_file(base: Path, name: str, required: bool) -> dict | None:
     path = base / "input" / "config" / name
     if not path.is_file():
         if required:
-            raise UsageError(f"{path} is missing; SageMaker writes it on every host (set {BASE_ENV} to a fake /opt/ml outside SageMaker)")
+            raise UsageError(
+                f"{path} is missing; SageMaker writes it on every host (set {BASE_ENV} to a fake /opt/ml outside SageMaker)"
+            )
         return None
     data = _json(path.read_text(), str(path), "SageMaker writes it; a hand-made one must be a JSON object")
     if not isinstance(data, dict):
@@ -144,7 +148,9 @@ def read_topology(env: Mapping[str, str]) -> Topology:
     if sorted(resources.get("hosts", []), key=host_order) != list(hosts):
         raise UsageError(f"resourceconfig.json hosts {resources.get('hosts')} differ from SM_HOSTS {list(hosts)}")
     if resources.get("current_host") != current:
-        raise UsageError(f"resourceconfig.json current_host {resources.get('current_host')!r} differs from SM_CURRENT_HOST={current}")
+        raise UsageError(
+            f"resourceconfig.json current_host {resources.get('current_host')!r} differs from SM_CURRENT_HOST={current}"
+        )
     groups = {
         g["instance_group_name"]: tuple(sorted(g.get("hosts", []), key=host_order))
         for g in resources.get("instance_groups") or []
@@ -153,7 +159,9 @@ def read_topology(env: Mapping[str, str]) -> Topology:
     head_group = next((value_text(v) for k, v in hps.items() if flag_name(k) == "entry.head_group"), None)
     if head_group not in (None, "", "null"):
         if head_group not in groups or not groups[head_group]:
-            raise UsageError(f"hyperparameter entry.head_group={head_group!r} names no instance group with hosts; groups: {sorted(groups)}")
+            raise UsageError(
+                f"hyperparameter entry.head_group={head_group!r} names no instance group with hosts; groups: {sorted(groups)}"
+            )
         head = groups[head_group][0]
     else:
         head = hosts[0]

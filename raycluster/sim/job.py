@@ -52,8 +52,14 @@ def input_channels(spec: SimSpec) -> dict[str, dict]:
     if missing:
         raise UsageError(f"the request has channel(s) {', '.join(sorted(missing))}: give each as --channel NAME=PATH")
     names = list(request_channels) + [name for name in spec.channels if name not in request_channels]
-    return {name: {"TrainingInputMode": request_channels.get(name, {}).get("InputMode", "File"),
-                   "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"} for name in names}
+    return {
+        name: {
+            "TrainingInputMode": request_channels.get(name, {}).get("InputMode", "File"),
+            "S3DistributionType": "FullyReplicated",
+            "RecordWrapperType": "None",
+        }
+        for name in names
+    }
 
 
 def lay_out_opt_ml(spec: SimSpec, host: str) -> Path:
@@ -66,11 +72,20 @@ def lay_out_opt_ml(spec: SimSpec, host: str) -> Path:
     for sub in ("input/config", "input/data", "checkpoints", "model", "output/data"):
         (base / sub).mkdir(parents=True, exist_ok=True)
     config = base / "input" / "config"
-    (config / "resourceconfig.json").write_text(json.dumps({
-        "current_host": host, "current_instance_type": instance_type, "current_group_name": "homogeneousCluster",
-        "hosts": hosts, "network_interface_name": "eth0",
-        "instance_groups": [{"instance_group_name": "homogeneousCluster", "instance_type": instance_type, "hosts": hosts}],
-    }))
+    (config / "resourceconfig.json").write_text(
+        json.dumps(
+            {
+                "current_host": host,
+                "current_instance_type": instance_type,
+                "current_group_name": "homogeneousCluster",
+                "hosts": hosts,
+                "network_interface_name": "eth0",
+                "instance_groups": [
+                    {"instance_group_name": "homogeneousCluster", "instance_type": instance_type, "hosts": hosts}
+                ],
+            }
+        )
+    )
     (config / "hyperparameters.json").write_text(json.dumps(request.get("HyperParameters") or {}))
     (config / "inputdataconfig.json").write_text(json.dumps(input_channels(spec)))
     if spec.checkpoints is not None and not any((base / "checkpoints").iterdir()):
@@ -90,14 +105,19 @@ def container_env(spec: SimSpec, host: str) -> dict[str, str]:
     env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
     # The image's `python` is the one with Ray and LeRobot: this machine's.
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}"
-    env.update({
-        "HOME": str(spec.workdir / host / "home"), "TMPDIR": str(SCRATCH / "tmp"), "PYTHONUNBUFFERED": "1",
-        # The image is this machine's virtualenv, already holding the requirements; there is no index to reach.
-        "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-        "TRAINING_JOB_NAME": request["TrainingJobName"],
-        "TRAINING_JOB_ARN": f"arn:aws:sagemaker:us-east-1:123456789012:training-job/{request['TrainingJobName']}",
-        **(request.get("Environment") or {}),
-    })
+    env.update(
+        {
+            "HOME": str(spec.workdir / host / "home"),
+            "TMPDIR": str(SCRATCH / "tmp"),
+            "PYTHONUNBUFFERED": "1",
+            # The image is this machine's virtualenv, already holding the requirements; there is no index to reach.
+            "PIP_NO_INDEX": "1",
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+            "TRAINING_JOB_NAME": request["TrainingJobName"],
+            "TRAINING_JOB_ARN": f"arn:aws:sagemaker:us-east-1:123456789012:training-job/{request['TrainingJobName']}",
+            **(request.get("Environment") or {}),
+        }
+    )
     return env
 
 
@@ -117,12 +137,30 @@ class SimHost:
         # Inside the host: its own /opt/ml and node-local scratch (Ray's temp dir, LeRobot's output dir), a
         # hostname that is not algo-N (as under SageMaker's v3 driver), and the entry point as PID 1 of its
         # own PID namespace. /tmp itself stays shared: the source tree may live there.
-        script = (f"mount --bind {base} {OPT_ML} && mount --bind {scratch} {SCRATCH} && hostname ip-{host} && "
-                  f"cd / && exec {shlex.join(container_command(spec))}")
+        script = (
+            f"mount --bind {base} {OPT_ML} && mount --bind {scratch} {SCRATCH} && hostname ip-{host} && "
+            f"cd / && exec {shlex.join(container_command(spec))}"
+        )
         self.process = subprocess.Popen(
-            ["ip", "netns", "exec", network.namespace(host), "unshare", "--pid", "--fork", "--mount-proc",
-             "--uts", "--kill-child=SIGKILL", "sh", "-c", script],
-            env=container_env(spec, host), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            [
+                "ip",
+                "netns",
+                "exec",
+                network.namespace(host),
+                "unshare",
+                "--pid",
+                "--fork",
+                "--mount-proc",
+                "--uts",
+                "--kill-child=SIGKILL",
+                "sh",
+                "-c",
+                script,
+            ],
+            env=container_env(spec, host),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
             start_new_session=True,
         )
         (self.dir / "host.pid").write_text(str(self.process.pid))

@@ -52,8 +52,11 @@ class StopRequest:
     def _on_signal(self, signum: int, _frame) -> None:
         if self.signal == signal.SIGINT and signum == signal.SIGINT:
             raise KeyboardInterrupt
-        log.warning("%s: saving the current step, then stopping%s", signal.Signals(signum).name,
-                    " (Ctrl-C again to stop at once)" if signum == signal.SIGINT else "")
+        log.warning(
+            "%s: saving the current step, then stopping%s",
+            signal.Signals(signum).name,
+            " (Ctrl-C again to stop at once)" if signum == signal.SIGINT else "",
+        )
         self.ask(signum)
 
     def ask(self, signum: int) -> None:

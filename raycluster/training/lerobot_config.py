@@ -4,7 +4,6 @@ LeRobot's ``parser.wrap`` and ``TrainPipelineConfig.validate`` read ``sys.argv``
 and ``--policy.path``), so the flags are put there for the duration of the call.
 """
 
-
 import contextlib
 import io
 import sys

@@ -32,15 +32,18 @@ def _absolute(flag: str, value: str, cwd: Path, writes: bool) -> str:
     if not value or "://" in value or Path(value).is_absolute():
         return value
     if writes and in_ray_working_dir_copy(cwd):
-        raise UsageError(f"{flag}={value} is relative, and this job runs in Ray's temporary copy of its --working-dir "
-                         f"({cwd}), which is deleted afterwards: give an absolute path")
+        raise UsageError(
+            f"{flag}={value} is relative, and this job runs in Ray's temporary copy of its --working-dir "
+            f"({cwd}), which is deleted afterwards: give an absolute path"
+        )
     return str((cwd / value).resolve())
 
 
 def absolute_paths(cluster: ClusterConfig, lerobot_args: list[str], cwd: Path) -> tuple[ClusterConfig, list[str]]:
     """``cluster`` and ``lerobot_args`` with every relative path made absolute against ``cwd``."""
-    changes = {name: _absolute(f"--cluster.{name}", getattr(cluster, name), cwd, writes=True)
-               for name in CLUSTER_OUTPUTS}
+    changes = {
+        name: _absolute(f"--cluster.{name}", getattr(cluster, name), cwd, writes=True) for name in CLUSTER_OUTPUTS
+    }
     args = []
     for i, arg in enumerate(lerobot_args):
         name, sep, value = arg.removeprefix("--").partition("=")

@@ -112,23 +112,36 @@ def run_training(cluster: ClusterConfig, lerobot_args: list[str], stop: StopRequ
     output_dir = Path(cfg.output_dir).resolve()
     log.info(
         "effective batch = batch_size %d x world_size %d x grad_accum 1 = %d samples per step",
-        cfg.batch_size, cluster.num_workers, cfg.batch_size * cluster.num_workers,
+        cfg.batch_size,
+        cluster.num_workers,
+        cfg.batch_size * cluster.num_workers,
     )
     # Checkpoints are assembled beside the keepers, on this node: in a directory of this run's unless given.
     with ray_cluster(cluster.address), staging_dir(cluster.staging_dir) as staging:
         check_capacity(cluster.num_workers, cluster.use_gpu, cluster.cpus_per_worker)
         journal = RunJournal.remote()
-        model_keeper = (keeper_on_this_node(cluster.model_dir, local_name_root=True, staging_dir=staging)
-                        if cluster.model_dir else None)
-        checkpoint_keeper = (keeper_on_this_node(cluster.checkpoint_dir, cluster.keep_checkpoints,
-                                                 staging_dir=staging)
-                             if cluster.checkpoint_dir else None)
+        model_keeper = (
+            keeper_on_this_node(cluster.model_dir, local_name_root=True, staging_dir=staging)
+            if cluster.model_dir
+            else None
+        )
+        checkpoint_keeper = (
+            keeper_on_this_node(cluster.checkpoint_dir, cluster.keep_checkpoints, staging_dir=staging)
+            if cluster.checkpoint_dir
+            else None
+        )
         trainer = TorchTrainer(
             train_loop_per_worker,
-            train_loop_config=vars(WorkerConfig(
-                lerobot_args=args, use_gpu=cluster.use_gpu, mixed_precision=cluster.mixed_precision, journal=journal,
-                model_keeper=model_keeper, checkpoint_keeper=checkpoint_keeper,
-            )),
+            train_loop_config=vars(
+                WorkerConfig(
+                    lerobot_args=args,
+                    use_gpu=cluster.use_gpu,
+                    mixed_precision=cluster.mixed_precision,
+                    journal=journal,
+                    model_keeper=model_keeper,
+                    checkpoint_keeper=checkpoint_keeper,
+                )
+            ),
             scaling_config=ScalingConfig(
                 num_workers=cluster.num_workers,
                 use_gpu=cluster.use_gpu,
@@ -174,20 +187,35 @@ def run_training(cluster: ClusterConfig, lerobot_args: list[str], stop: StopRequ
         summary.write(Path(cluster.model_dir))
     log.info(
         "done: step %s/%s, loss %.4f -> %.4f, %.1f samples/s, checkpoints %s, %.1fs; summary at %s",
-        summary.final_step, summary.steps, summary.loss_first or float("nan"), summary.loss_last or float("nan"),
-        summary.samples_per_s or 0.0, summary.checkpoints, summary.wall_s, path,
+        summary.final_step,
+        summary.steps,
+        summary.loss_first or float("nan"),
+        summary.loss_last or float("nan"),
+        summary.samples_per_s or 0.0,
+        summary.checkpoints,
+        summary.wall_s,
+        path,
     )
     if summary.stopped_by:
         step = stats["interrupted_at"]
-        log.info("%s: stopped after step %d, saved and published %.1fs after the signal", summary.stopped_by, step,
-                 time.monotonic() - stop.asked_at)
-        saved = (f"checkpoint {step} saved" if step in summary.checkpoints else
-                 f"checkpoint {step} NOT saved: {stats['lost'] or 'no checkpoint was written (--save_checkpoint=false?)'}")
+        log.info(
+            "%s: stopped after step %d, saved and published %.1fs after the signal",
+            summary.stopped_by,
+            step,
+            time.monotonic() - stop.asked_at,
+        )
+        saved = (
+            f"checkpoint {step} saved"
+            if step in summary.checkpoints
+            else f"checkpoint {step} NOT saved: {stats['lost'] or 'no checkpoint was written (--save_checkpoint=false?)'}"
+        )
         raise TrainingStopped(f"stopped by {summary.stopped_by} at step {step}; {saved}", stop.signal)
     if stats["lost"]:
         # Training went on meanwhile, but a run whose newest checkpoint is not where it must be is no success.
         raise TrainingFailed(stats["lost"])
     if summary.checkpoints:
-        log.info("trained policy: %s (LeRobot loads it with <Policy>.from_pretrained(path))",
-                 checkpoints_dir(output_dir) / "last" / "pretrained_model")
+        log.info(
+            "trained policy: %s (LeRobot loads it with <Policy>.from_pretrained(path))",
+            checkpoints_dir(output_dir) / "last" / "pretrained_model",
+        )
     return summary

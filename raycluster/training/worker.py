@@ -96,6 +96,7 @@ def resume_flags(output_dir: Path, step_dir: str, steps: int) -> list[str]:
 @dataclass(frozen=True)
 class Start:
     """How an attempt starts, decided by rank 0 and broadcast: the flags, and what it resumes from."""
+
     args: list[str]
     resumed_from: int | None = None
     from_keeper: str | None = None
@@ -175,8 +176,13 @@ def train_loop_per_worker(config: dict) -> dict | None:
     rank, world_size = context.get_world_rank(), context.get_world_size()
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    log.info("raycluster worker rank %d of %d, pid %d, node %s", rank, world_size, os.getpid(),
-             ray.util.get_node_ip_address())
+    log.info(
+        "raycluster worker rank %d of %d, pid %d, node %s",
+        rank,
+        world_size,
+        os.getpid(),
+        ray.util.get_node_ip_address(),
+    )
     cfg = parse_train_config(worker.lerobot_args, validate=False)
     # Rank 0 decides from the keeper and what every rank finds on its own node; all then run the same flags.
     local = newest_checkpoint(Path(cfg.output_dir))
@@ -188,8 +194,9 @@ def train_loop_per_worker(config: dict) -> dict | None:
     dist.broadcast_object_list(decision, src=0)
     start: Start = decision[0]
     if start.from_keeper and context.get_local_rank() == 0:
-        fetch_directory(worker.checkpoint_keeper, start.from_keeper,
-                        checkpoints_dir(Path(cfg.output_dir)) / start.from_keeper)
+        fetch_directory(
+            worker.checkpoint_keeper, start.from_keeper, checkpoints_dir(Path(cfg.output_dir)) / start.from_keeper
+        )
     dist.barrier()
     args = start.args
     if args != worker.lerobot_args:
@@ -213,8 +220,12 @@ def train_loop_per_worker(config: dict) -> dict | None:
     agreement = StopAgreement(worker.journal, accelerator.device, polls=rank == 0)
     interrupted_at = None
     try:
-        with (recorder.observing(lerobot_train), agreement.watching(lerobot_train), shipping(lerobot_train, shipper),
-              lerobot_argv(args)):
+        with (
+            recorder.observing(lerobot_train),
+            agreement.watching(lerobot_train),
+            shipping(lerobot_train, shipper),
+            lerobot_argv(args),
+        ):
             lerobot_train.train(cfg, accelerator=accelerator)
     except Interrupted as stop:
         interrupted_at = stop.step
@@ -229,8 +240,10 @@ def train_loop_per_worker(config: dict) -> dict | None:
         saved = [int(name) for name in published]
         newest = newest_checkpoint(output_dir)
         if newest is not None and int(newest.name) not in saved:
-            lost = (f"checkpoint {newest.name} was not published to the checkpoint root: "
-                    f"{shipper.failed.get(newest.name, 'its upload never completed')}")
+            lost = (
+                f"checkpoint {newest.name} was not published to the checkpoint root: "
+                f"{shipper.failed.get(newest.name, 'its upload never completed')}"
+            )
     else:
         saved = sorted(int(p.name) for p in checkpoints_dir(output_dir).glob("[0-9]*") if p.is_dir())
     if worker.model_keeper is not None and interrupted_at is None:  # an interrupted run has no final model
