@@ -1,4 +1,5 @@
 # Two set-up commands: `make demo` and `make test`. `make bench ARGS="--only recovery"` passes options on. Both create or refresh .venv first (fast when current).
+# `make test-fast`: the edit-test loop (lint, then every test that neither trains nor starts a Ray cluster).
 SHELL := /bin/bash
 VENV := .venv
 # A working python3.12 first (a user's machine), else the newest 3.12 that pyenv has.
@@ -7,7 +8,7 @@ PYTHON312 := $(shell python3.12 -c '' 2>/dev/null && echo python3.12 || \
 	  [ -n "$$v" ] && echo "$$(pyenv prefix $$v)/bin/python3.12"; })
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench venv sysdeps clean
+.PHONY: demo test test-fast lint bench venv sysdeps clean
 
 venv: $(STAMP)
 
@@ -31,8 +32,16 @@ sysdeps:
 demo: venv
 	$(VENV)/bin/raycluster demo --workdir outputs/demo
 
-test: venv
+LINTED := raycluster entry jobs tests bench
+lint: venv
+	$(VENV)/bin/ruff check $(LINTED)
+	$(VENV)/bin/ruff format --check $(LINTED)
+
+test: lint
 	$(VENV)/bin/python -m pytest -q -ra --durations=15
+
+test-fast: lint
+	$(VENV)/bin/python -m pytest -q -ra -m "not slow and not cluster"
 
 bench: venv
 	$(VENV)/bin/python -m bench $(ARGS)

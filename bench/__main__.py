@@ -66,22 +66,21 @@ class Bench:
             sys.exit(f"benchmark command failed ({result.returncode}): {' '.join(cmd)}\n{result.stderr[-3000:]}")
         return time.perf_counter() - started, result.stdout
 
+    def train_cmd(self, *flags: str) -> list[str]:
+        """``raycluster train`` on this bench's workers, dataset and policy, with ``flags`` last (they win)."""
+        cmd = [sys.executable, "-m", "raycluster", "train", f"--cluster.num_workers={self.workers}"]
+        return [*cmd, *self.flags, *flags]
+
     def raycluster(self, name: str, *flags: str, steps: int | None = None, save_freq: int | None = None) -> dict:
         steps = steps or self.steps
         wall, _ = self.run(
-            [
-                sys.executable,
-                "-m",
-                "raycluster",
-                "train",
-                f"--cluster.num_workers={self.workers}",
-                *self.flags,
+            self.train_cmd(
                 f"--steps={steps}",
                 f"--save_freq={save_freq or steps}",
                 f"--log_freq={steps}",
                 f"--output_dir={self.work / name}",
                 *flags,
-            ]
+            )
         )
         return {**read_summary(self.work / name), "wall": wall}
 
@@ -137,20 +136,14 @@ class Bench:
         ]
 
     def recovery(self) -> None:
-        cmd = [
-            sys.executable,
-            "-m",
-            "raycluster",
-            "train",
-            f"--cluster.num_workers={self.workers}",
+        cmd = self.train_cmd(
             "--cluster.max_failures=1",
             f"--cluster.checkpoint_dir={self.work / 'rec-root'}",
-            *self.flags,
             f"--steps={RECOVERY_STEPS}",
             "--save_freq=5",
             "--log_freq=1",
             f"--output_dir={self.work / 'rec'}",
-        ]
+        )
         print(f"bench: recovery, rank 1 killed after the first checkpoint ({RECOVERY_STEPS} steps) ...", flush=True)
         proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self.env, cwd=REPO
@@ -172,18 +165,12 @@ class Bench:
 
     def interruption(self) -> None:
         root = self.work / "int-root" / "checkpoints"
-        cmd = [
-            sys.executable,
-            "-m",
-            "raycluster",
-            "train",
-            f"--cluster.num_workers={self.workers}",
+        cmd = self.train_cmd(
             f"--cluster.checkpoint_dir={root.parent}",
-            *self.flags,
             "--save_freq=100000",
             "--log_freq=1",
             f"--output_dir={self.work / 'int'}",
-        ]
+        )
         print("bench: interruption, SIGTERM after 10 steps, then a rerun ...", flush=True)
         proc = subprocess.Popen(
             [*cmd, "--steps=1000"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self.env, cwd=REPO

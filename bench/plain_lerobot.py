@@ -9,15 +9,14 @@ import json
 import os
 import sys
 
-from lerobot.scripts import lerobot_train
-
+from raycluster.training import lerobot_api
 from raycluster.training.recorder import StepRecorder
 
 if __name__ == "__main__":
     world = int(os.environ.get("WORLD_SIZE", "1"))
     batch = next(int(a.split("=", 1)[1]) for a in sys.argv if a.startswith("--batch_size="))
     recorder = StepRecorder(samples_per_step=batch * world, report_every=10**9, report=lambda metrics: None)
-    with recorder.observing(lerobot_train):
-        lerobot_train.main()
+    with lerobot_api.hooked([recorder]):
+        lerobot_api.run_main()
     if os.environ.get("RANK", "0") == "0":
         print("BENCH " + json.dumps({"samples_per_s": recorder.samples_per_s, "final_step": recorder.last_step}))

@@ -10,7 +10,7 @@ import ray
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from raycluster.bootstrap import request_end  # noqa: E402
+from raycluster.sagemaker.cluster_state import request_end  # noqa: E402
 
 if __name__ == "__main__":
     ray.init()

@@ -10,6 +10,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from raycluster.cli import main  # noqa: E402
+from raycluster.logs import configure  # noqa: E402
+from raycluster.probe import probe_cluster  # noqa: E402
 
-sys.exit(main(["probe", "--cluster.address=auto", *sys.argv[1:]]))
+if __name__ == "__main__":
+    configure()
+    sys.exit(probe_cluster(["--cluster.address=auto", *sys.argv[1:]]))

@@ -12,6 +12,9 @@ from pathlib import Path
 # Submitted with --working-dir, the job runs from an unpacked copy of the source, not an install.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from raycluster.cli import main  # noqa: E402
+from raycluster.logs import configure  # noqa: E402
+from raycluster.training.train_job import train  # noqa: E402
 
-sys.exit(main(["train", "--cluster.address=auto", *sys.argv[1:]]))
+if __name__ == "__main__":
+    configure()
+    sys.exit(train(["--cluster.address=auto", *sys.argv[1:]]))

@@ -3,7 +3,6 @@ their PID (never by name: Ray's own stop command kills every Ray process on the 
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -15,14 +14,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from raycluster.layout import DASHBOARD_PORT, GCS_PORT
+
 log = logging.getLogger(__name__)
 
-GCS_PORT = 6379
-DASHBOARD_PORT = 8265
-OUTCOME_KEY = b"raycluster:outcome"
-OUTCOME_NAMESPACE = b"raycluster"
-END_KEY = b"raycluster:end"
-"""Set by `jobs/end_cluster.py`: ends an interactive cluster before its time is up."""
 # Ray's default node-death detection takes ~30 s and a worker waits 60 s for a lost GCS: too slow for a
 # job that must fail fast with the host's name, so both are shortened on every node we start.
 FAST_FAILURE_ENV = {
@@ -149,38 +144,6 @@ def _running(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state != "Z"
-
-
-class Gcs:
-    """The few reads and writes the entry points make on the head's GCS, without becoming a Ray driver
-    (a driver would hold a worker process and a core's share on every host for the whole job)."""
-
-    def __init__(self, address: str):
-        from ray._raylet import GcsClient  # the client Ray's own `ray status` uses
-
-        self.address = address
-        self._client = GcsClient(address=address)
-
-    def alive_node_ips(self, timeout: float = 5.0) -> set[str]:
-        nodes = self._client.get_all_node_info(timeout=timeout)
-        return {info.node_manager_address for info in nodes.values() if info.state == 0}
-
-    def put_outcome(self, outcome: dict) -> None:
-        self._client.internal_kv_put(OUTCOME_KEY, json.dumps(outcome).encode(), True, OUTCOME_NAMESPACE, timeout=5)
-
-    def end_requested(self, timeout: float = 5.0) -> bool:
-        return bool(self._client.internal_kv_get(END_KEY, OUTCOME_NAMESPACE, timeout=timeout))
-
-    def outcome(self, timeout: float = 5.0) -> dict | None:
-        raw = self._client.internal_kv_get(OUTCOME_KEY, OUTCOME_NAMESPACE, timeout=timeout)
-        return json.loads(raw) if raw else None
-
-
-def request_end() -> None:
-    """From a driver connected to the cluster (a submitted job): ask the head to end an interactive cluster."""
-    from ray.experimental.internal_kv import _internal_kv_put
-
-    _internal_kv_put(END_KEY, b"1", overwrite=True, namespace=OUTCOME_NAMESPACE)
 
 
 def gcs_reachable(ip: str, port: int = GCS_PORT, timeout: float = 2.0) -> bool:

@@ -3,13 +3,13 @@ LeRobot's flags (LeRobot already owns ``--num_workers``). Everything else passes
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 
 from raycluster.errors import UsageError
+from raycluster.settings import parse_group
 
-PREFIX = "--cluster."
+GROUP = "cluster"
 
 
 @dataclass(frozen=True)
@@ -17,12 +17,14 @@ class ClusterConfig:
     num_workers: int = 1
     """Ray Train workers; each is one LeRobot process (one GPU, or ``cpus_per_worker`` CPUs)."""
     use_gpu: bool = False
+    """One GPU per worker, NCCL between them; false: CPU workers, gloo."""
     address: str = "local"
     """``local`` starts a private Ray cluster for the run and stops it; ``auto`` joins the running one;
     ``HOST:PORT`` joins that GCS."""
     max_failures: int = 0
     """Worker-group restarts Ray Train may make; each restart resumes from the newest checkpoint."""
     cpus_per_worker: float = 1.0
+    """CPUs Ray reserves for each CPU worker (ignored with use_gpu)."""
     checkpoint_dir: str = ""
     """Checkpoint root owned by the keeper on the driver's node: a directory or ``s3://bucket/prefix``.
     Every complete checkpoint is published there and a run (or restart) resumes from the newest one."""
@@ -64,47 +66,6 @@ class ClusterConfig:
             raise UsageError("--cluster.address must be local, auto or HOST:PORT")
 
 
-def _convert(name: str, kind: type, text: str):
-    if kind is bool:
-        if text.lower() in ("true", "1", "yes"):
-            return True
-        if text.lower() in ("false", "0", "no"):
-            return False
-        raise UsageError(f"--cluster.{name} must be true or false, got {text!r}")
-    try:
-        return kind(text)
-    except ValueError:
-        raise UsageError(f"--cluster.{name} must be {kind.__name__}, got {text!r}") from None
-
-
 def split_cluster_args(argv: list[str]) -> tuple[ClusterConfig, list[str]]:
     """Separate ``--cluster.*`` flags (ours) from the rest (LeRobot's, untouched and in order)."""
-    kinds = {f.name: f.type for f in dataclasses.fields(ClusterConfig)}
-    kinds = {name: {"int": int, "bool": bool, "str": str, "float": float}[kind] for name, kind in kinds.items()}
-    values: dict[str, object] = {}
-    rest: list[str] = []
-    it = iter(argv)
-    for arg in it:
-        if not arg.startswith(PREFIX):
-            rest.append(arg)
-            continue
-        key, sep, text = arg[len(PREFIX) :].partition("=")
-        if not sep:
-            text = next(it, None)
-            if text is None:
-                raise UsageError(f"--cluster.{key} needs a value: --cluster.{key}=VALUE")
-        if key not in kinds:
-            raise UsageError(f"unknown setting --cluster.{key}; known: {', '.join('--cluster.' + k for k in kinds)}")
-        values[key] = _convert(key, kinds[key], text)
-    config = ClusterConfig(**values)
-    config.check()
-    return config, rest
-
-
-def to_flags(config: ClusterConfig) -> list[str]:
-    """The flags that reproduce ``config`` (the inverse of ``split_cluster_args``)."""
-    out = []
-    for field in dataclasses.fields(config):
-        value = getattr(config, field.name)
-        out.append(f"{PREFIX}{field.name}={str(value).lower() if isinstance(value, bool) else value}")
-    return out
+    return parse_group(ClusterConfig, GROUP, argv)

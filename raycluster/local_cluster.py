@@ -14,8 +14,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from raycluster.auth import new_token
-from raycluster.bootstrap import DASHBOARD_PORT, GCS_PORT, NodeSpec, RayNode, gcs_reachable, stop_node_process, wait_for
+from raycluster.bootstrap import NodeSpec, RayNode, gcs_reachable, stop_node_process, wait_for
 from raycluster.errors import UsageError
+from raycluster.layout import DASHBOARD_PORT, GCS_PORT
 
 log = logging.getLogger(__name__)
 

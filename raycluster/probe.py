@@ -6,10 +6,13 @@ from __future__ import annotations
 import logging
 import os
 import re
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from raycluster.errors import UsageError
 
 log = logging.getLogger(__name__)
 
@@ -119,3 +122,23 @@ def report(result: dict) -> str:
             "security group rule and the aws-ofi-nccl plugin"
         )
     return "\n".join(lines)
+
+
+def probe_cluster(argv: list[str], iters: int = 10) -> int:
+    """``raycluster probe`` and ``jobs/nccl_probe.py``: the probe on the cluster ``--cluster.*`` names; exit
+    code 1 when NCCL fell back to sockets."""
+    from raycluster.cluster_config import split_cluster_args
+    from raycluster.connect import check_capacity, ray_cluster
+
+    try:
+        cluster, rest = split_cluster_args(argv)
+        if rest:
+            raise UsageError(f"unknown arguments {rest}; the probe takes --cluster.* settings and --iters")
+    except UsageError as exc:
+        print(f"raycluster probe: error: {exc}", file=sys.stderr)
+        return 2
+    with ray_cluster(cluster.address):
+        check_capacity(cluster.num_workers, cluster.use_gpu, cluster.cpus_per_worker)
+        result = run_probe(cluster.num_workers, cluster.use_gpu, iters=iters)
+    print(report(result))
+    return 1 if result["transport"].fell_back_to_sockets else 0

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from raycluster.job_report import REPORT_ENV, read_report
+
 log = logging.getLogger(__name__)
 
 TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
@@ -22,16 +24,21 @@ class JobOutcome:
     status: str
     exit_code: int | None
     """The job driver's own exit code (``ray job submit`` only says 1 for any failure)."""
-    message: str | None
+    reason: str | None
+    """The job's own one-line reason (its ``JobReport``), when it wrote one."""
 
 
 class SubmittedJob:
-    def __init__(self, dashboard_url: str, script: Path, flags: list[str], name: str = "raycluster"):
+    def __init__(self, dashboard_url: str, script: Path, flags: list[str], reports: Path, name: str = "raycluster"):
+        """``reports``: a directory on this node, where the driver (which Ray runs on the head) writes its report."""
         from ray.job_submission import JobSubmissionClient
 
         self.client = JobSubmissionClient(dashboard_url)
         entrypoint = shlex.join([sys.executable, "-u", str(script), *flags])
-        self.id = self.client.submit_job(entrypoint=entrypoint, submission_id=f"{name}-{uuid.uuid4().hex[:8]}")
+        submission_id = f"{name}-{uuid.uuid4().hex[:8]}"
+        self.report = reports / f"{submission_id}.json"
+        runtime_env = {"env_vars": {REPORT_ENV: str(self.report)}}
+        self.id = self.client.submit_job(entrypoint=entrypoint, submission_id=submission_id, runtime_env=runtime_env)
         log.info("submitted job %s: %s", self.id, entrypoint)
 
     def follow(self, on_line: Callable[[str], None]) -> threading.Thread:
@@ -66,13 +73,11 @@ class SubmittedJob:
 
     def outcome(self) -> JobOutcome:
         info = self.client.get_job_info(self.id)
-        return JobOutcome(str(info.status.value), info.driver_exit_code, info.message)
+        report = read_report(self.report)
+        return JobOutcome(str(info.status.value), info.driver_exit_code, report.reason if report else None)
 
-    def failure_reason(self) -> str:
-        """One useful line: our CLI's own error line if the job printed one, else its last error line."""
+    def last_error(self) -> str:
+        """For a job that wrote no report (a user's own script): its last error line, else its last line."""
         lines = [line.strip() for line in self.client.get_job_logs(self.id).splitlines() if line.strip()]
-        for prefix in ("raycluster train:", "Error", "error"):
-            hits = [line for line in lines if prefix in line]
-            if hits:
-                return hits[-1]
-        return lines[-1] if lines else "the job printed nothing"
+        errors = [line for line in lines if "Error" in line or "error" in line]
+        return (errors or lines or ["the job printed nothing"])[-1]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -11,8 +12,28 @@ from pathlib import Path
 import pytest
 
 from raycluster.dataset import SyntheticDatasetSpec, make_synthetic_dataset
+from raycluster.demo import TINY_ACT
 
 REPO = Path(__file__).resolve().parent.parent
+# The flags every test run shares with the tiny ACT (``raycluster.demo.TINY_ACT``): 4 samples a batch, no
+# DataLoader processes, a fixed seed.
+COMMON = ["--batch_size=4", "--num_workers=0", "--seed=1"]
+
+
+def as_hyperparameters(flags: list[str]) -> dict:
+    """Flags as a user's own ModelTrainer would send them: keys in the form SageMaker's driver carries
+    (``policy__type``), values JSON-typed where they read as JSON (``false``, ``null``, ``64``)."""
+    hps = {}
+    for flag in flags:
+        name, text = flag[2:].split("=", 1)
+        try:
+            hps[name.replace(".", "__")] = json.loads(text)
+        except json.JSONDecodeError:
+            hps[name.replace(".", "__")] = text
+    return hps
+
+
+TINY_ACT_HPS = {**as_hyperparameters([*TINY_ACT, *COMMON]), "dataset__repo_id": "raycluster/synthetic"}
 LOSS_LINE = re.compile(r"step:(\d+) .*?loss:([0-9.]+)")
 
 

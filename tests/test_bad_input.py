@@ -2,8 +2,7 @@
 
 import pytest
 
-from conftest import dataset_flags, run_cli
-from raycluster.demo import TINY_ACT
+from conftest import TINY_ACT, dataset_flags, run_cli
 
 
 def error_lines(stderr: str) -> list[str]:
@@ -49,6 +48,7 @@ def test_existing_output_dir_is_refused_and_kept(dataset, tmp_path):
     assert (out / "precious.txt").read_text() == "keep me"
 
 
+@pytest.mark.cluster
 def test_more_workers_than_the_cluster_has_fails_fast(dataset, tmp_path):
     result = run_cli(
         "train",

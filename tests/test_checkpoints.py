@@ -16,14 +16,14 @@ import pytest
 import ray
 from moto.server import ThreadedMotoServer
 
-from conftest import REPO, dataset_flags, run_cli
+from conftest import COMMON as SHARED
+from conftest import REPO, TINY_ACT, dataset_flags, run_cli
 from raycluster.checkpoints.keeper import CheckpointKeeper
 from raycluster.checkpoints.manifest import MANIFEST
 from raycluster.checkpoints.store import LocalStore, S3Store
 from raycluster.checkpoints.transfer import fetch_directory, send_directory
-from raycluster.demo import TINY_ACT
+from raycluster.training.resume import resume_source
 from raycluster.training.summary import read_summary
-from raycluster.training.worker import resume_source
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +98,9 @@ def test_a_staging_dir_beside_the_root_puts_each_checkpoint_in_place_by_one_rena
     def watch():  # what SageMaker's sync would see, polled while the checkpoints are published
         while publishing:
             for entry in list(root.iterdir()) if root.is_dir() else []:
-                seen.append((entry.name, (entry / MANIFEST).exists()))
+                # An entry renamed away between the listing and the look is not a partial one: look again.
+                whole = (entry / MANIFEST).exists() or not entry.exists() or (entry / MANIFEST).exists()
+                seen.append((entry.name, whole))
 
     with ThreadPoolExecutor(1) as pool:
         watcher = pool.submit(watch)
@@ -195,7 +197,7 @@ def test_s3_root_publishes_manifest_last_and_resumes(local_ray, s3_endpoint, tmp
     assert len(model_gets) == 1, gets
 
 
-COMMON = ["--batch_size=4", "--num_workers=0", "--seed=1", "--log_freq=1"]
+COMMON = [*SHARED, "--log_freq=1"]
 
 
 @pytest.mark.slow

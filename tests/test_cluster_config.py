@@ -1,7 +1,8 @@
 import pytest
 
-from raycluster.cluster_config import ClusterConfig, split_cluster_args, to_flags
+from raycluster.cluster_config import ClusterConfig, split_cluster_args
 from raycluster.errors import UsageError
+from raycluster.settings import to_flags
 
 
 def test_cluster_flags_are_split_from_lerobot_flags_in_order():
@@ -14,7 +15,7 @@ def test_cluster_flags_are_split_from_lerobot_flags_in_order():
 
 def test_flags_round_trip():
     config = ClusterConfig(num_workers=4, use_gpu=True, address="auto", max_failures=2)
-    assert split_cluster_args(to_flags(config)) == (config, [])
+    assert split_cluster_args(to_flags(config, "cluster")) == (config, [])
 
 
 @pytest.mark.parametrize(

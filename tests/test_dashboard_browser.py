@@ -8,8 +8,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, dataset_flags, run_cli
-from raycluster.demo import TINY_ACT
+from conftest import REPO, TINY_ACT, dataset_flags, run_cli
 
 # `make test` installs Debian's chromium (Playwright's own browser download cannot work offline).
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

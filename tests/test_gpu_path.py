@@ -5,17 +5,15 @@ import subprocess
 import pytest
 import torch
 
-from conftest import REPO
-from raycluster.demo import TINY_ACT
-from raycluster.training.lerobot_config import parse_train_config
-from raycluster.training.worker import lerobot_mixed_precision
+from conftest import REPO, TINY_ACT
+from raycluster.training.lerobot_api import mixed_precision, parse_train_config
 
 
 def test_mixed_precision_follows_lerobots_own_flags(tmp_path):
     flags = ["--dataset.repo_id=x/y", *TINY_ACT, f"--output_dir={tmp_path}/o"]
-    assert lerobot_mixed_precision(parse_train_config(flags, validate=False), use_gpu=True) is None
+    assert mixed_precision(parse_train_config(flags, validate=False), use_gpu=True) is None
     amp = parse_train_config([*flags, "--policy.use_amp=true"], validate=False)
-    assert lerobot_mixed_precision(amp, use_gpu=True) == "fp16"  # torch's CUDA autocast default
+    assert mixed_precision(amp, use_gpu=True) == "fp16"  # torch's CUDA autocast default
 
 
 @pytest.mark.slow

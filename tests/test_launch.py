@@ -11,7 +11,7 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
-from conftest import REPO
+from conftest import REPO, TINY_ACT
 from raycluster.sagemaker.hyperparameters import split_hyperparameters, to_hyperparameters
 from raycluster.sagemaker.topology import BASE_ENV, read_topology
 
@@ -35,36 +35,28 @@ def aws(tmp_path_factory):
         "SAGEMAKER_VALIDATE_ROLE": "false",
         "SAGEMAKER_USER_CONFIG_OVERRIDE": str(config),
     }
-    client = boto3.client(
-        "s3",
-        endpoint_url=env["AWS_ENDPOINT_URL"],
-        region_name="us-east-1",
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-    )
-    client.create_bucket(Bucket=BUCKET)
+    client("s3", env).create_bucket(Bucket=BUCKET)
     yield env
     server.stop()
 
 
-def s3(env):
+def client(service: str, env):
+    """A boto3 client of the moto server, with its fake credentials."""
     return boto3.client(
-        "s3",
+        service,
         endpoint_url=env["AWS_ENDPOINT_URL"],
         region_name="us-east-1",
         aws_access_key_id="test",
         aws_secret_access_key="test",
     )
+
+
+def s3(env):
+    return client("s3", env)
 
 
 def sagemaker(env):
-    return boto3.client(
-        "sagemaker",
-        endpoint_url=env["AWS_ENDPOINT_URL"],
-        region_name="us-east-1",
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-    )
+    return client("sagemaker", env)
 
 
 def launch(env, *args):
@@ -119,7 +111,7 @@ FLAGS = [
         # The settings the hosts would refuse, refused before anything is uploaded or paid for.
         (["--entry.head_wait_s=-1"], "entry__head_wait_s=-1.0 must be a finite number"),
         (["--entry.lost_after_s=inf"], "entry__lost_after_s=inf must be a finite number"),
-        (["--entry.preflight=maybe"], "entry__preflight='maybe' must be a bool"),
+        (["--entry.preflight=maybe"], "entry__preflight must be true or false, got 'maybe'"),
         (["--cluster.cpus_per_worker=nan"], "--cluster.cpus_per_worker must be a finite number > 0"),
         (["--cluster.checkpoint_dir=S3://bucket/x"], "only local paths and s3://bucket/prefix"),
         (["--cluster.num_workers=two"], "--cluster.num_workers must be int"),
@@ -351,16 +343,7 @@ def test_the_launched_request_runs_through_sagemakers_driver_on_simulated_hosts(
     through the SDK's own sm_train.sh on every simulated host to the end."""
     flags = [
         f"--dataset.repo_id={dataset.repo_id}",
-        "--policy.type=act",
-        "--policy.pretrained_backbone_weights=null",
-        "--policy.push_to_hub=false",
-        "--policy.dim_model=64",
-        "--policy.n_heads=2",
-        "--policy.dim_feedforward=128",
-        "--policy.n_encoder_layers=1",
-        "--policy.n_decoder_layers=1",
-        "--policy.chunk_size=10",
-        "--policy.n_action_steps=10",
+        *(flag for flag in TINY_ACT if not flag.startswith("--policy.device")),  # the entry point picks the device
         "--steps=3",
         "--batch_size=4",
         "--num_workers=0",

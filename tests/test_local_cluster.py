@@ -29,6 +29,9 @@ def client(env_extra: dict, *args: str, timeout: float = 180) -> subprocess.Comp
     )
 
 
+pytestmark = pytest.mark.cluster
+
+
 @pytest.fixture
 def local_head(tmp_path):
     state = tmp_path / "state"

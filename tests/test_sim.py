@@ -12,31 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, TINY_ACT_HPS
 from raycluster.checkpoints.store import LocalStore
+from raycluster.layout import OUTCOME_PORT
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(os.geteuid() != 0, reason="simulated hosts need root (network namespaces)"),
 ]
-
-# As a user's own ModelTrainer would send them: keys in the form SageMaker's driver carries.
-TINY_ACT_HPS = {
-    "policy__type": "act",
-    "policy__push_to_hub": False,
-    "policy__pretrained_backbone_weights": None,
-    "policy__dim_model": 64,
-    "policy__n_heads": 2,
-    "policy__dim_feedforward": 128,
-    "policy__n_encoder_layers": 1,
-    "policy__n_decoder_layers": 1,
-    "policy__chunk_size": 10,
-    "policy__n_action_steps": 10,
-    "dataset__repo_id": "raycluster/synthetic",
-    "batch_size": 4,
-    "num_workers": 0,
-    "seed": 1,
-}
 
 
 def start_sim(workdir: Path, hosts: int, hps: dict, dataset, *extra: str) -> subprocess.Popen:
@@ -286,6 +269,7 @@ def test_interactive_cluster_runs_a_users_job_script_and_ends_on_request(dataset
     # Nothing else in the job's network reaches the Jobs API; what else listens, and answers a stranger:
     exposure = unauthenticated_http(tmp_path)
     assert exposure[8265] == "refused", exposure
+    assert exposure[OUTCOME_PORT] == "401", exposure  # the head's word to its worker hosts needs the token too
     print("algo-1 ports as algo-2 sees them without a token:", exposure)
     ended = time.monotonic()
     # Not followed to its end: it ends the cluster, dashboard included, while a client would still be asking.

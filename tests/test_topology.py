@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from raycluster.errors import UsageError
-from raycluster.sagemaker.hyperparameters import EntrySettings, encode_value, split_hyperparameters, to_hyperparameters
+from raycluster.sagemaker.entry_settings import EntrySettings
+from raycluster.sagemaker.hyperparameters import encode_value, split_hyperparameters, to_hyperparameters
 from raycluster.sagemaker.network_env import collective_env, gpu_network_env
 from raycluster.sagemaker.topology import BASE_ENV, host_order, read_topology
 
@@ -141,7 +142,7 @@ def test_hyperparameters_become_flags_as_given():
 @pytest.mark.parametrize(
     ("hps", "message"),
     [
-        ({"entry__job": "null"}, "entry__job=None must be a .py script inside the source directory"),
+        ({"entry__job": "null"}, "entry__job must be str, got 'null'"),
         ({"entry__job": "../x.py"}, "entry__job='../x.py' must be a .py script inside"),
         ({"entry__job": "/opt/ml/x.py"}, "entry__job='/opt/ml/x.py' must be a .py script inside"),
         ({"entry__join_timeout_s": "-1"}, "entry__join_timeout_s=-1.0 must be a finite number > 0"),
@@ -149,9 +150,9 @@ def test_hyperparameters_become_flags_as_given():
         ({"entry__head_wait_s": "inf"}, "entry__head_wait_s=inf must be a finite number > 0"),
         ({"entry__keep_alive_s": "nan"}, "entry__keep_alive_s=nan must be a finite number >= 0"),
         ({"entry__stop_timeout_s": "90"}, "entry__stop_timeout_s=90 must be at most 60"),
-        ({"entry__preflight": "maybe"}, "entry__preflight='maybe' must be a bool"),
-        ({"entry__head_trains": "null"}, "entry__head_trains='null' must be a bool"),
-        ({"entry__join_timeout_s": "soon"}, "entry__join_timeout_s='soon' must be a float"),
+        ({"entry__preflight": "maybe"}, "entry__preflight must be true or false, got 'maybe'"),
+        ({"entry__head_trains": "null"}, "entry__head_trains must be true or false, got 'null'"),
+        ({"entry__join_timeout_s": "soon"}, "entry__join_timeout_s must be a number, got 'soon'"),
     ],
 )
 def test_entry_settings_out_of_range_are_named(hps, message):

@@ -8,13 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import dataset_flags, logged_losses, run_cli
-from raycluster.demo import TINY_ACT, TINY_DIFFUSION
+from conftest import COMMON, TINY_ACT, dataset_flags, logged_losses, run_cli
+from raycluster.demo import TINY_DIFFUSION
 from raycluster.training.summary import read_summary
 
 pytestmark = pytest.mark.slow
-
-COMMON = ["--batch_size=4", "--num_workers=0", "--seed=1"]
 
 
 def train(dataset, *flags: str, workers: int = 2):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 
 from raycluster.cli import (
@@ -18,6 +17,7 @@ from raycluster.cli import (
     cmd_up,
 )
 from raycluster.errors import UsageError
+from raycluster.logs import configure
 
 VERBS = (cmd_demo, cmd_dataset, cmd_train, cmd_sim, cmd_launch, cmd_status, cmd_dashboard, cmd_up, cmd_probe)
 
@@ -40,11 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if rest:
         args.flags = [*args.flags, *rest]
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        datefmt="%H:%M:%S",
-    )
+    configure(args.verbose)
     try:
         return args.run(args)
     except UsageError as exc:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import subprocess
 
+from raycluster.layout import DASHBOARD_PORT
+
 
 def register(verbs) -> None:
     parser = verbs.add_parser("dashboard", help="port-forward to a SageMaker job's Ray dashboard (SSM)")
     parser.add_argument("job_name")
     parser.add_argument("--region")
-    parser.add_argument("--local-port", type=int, default=8265)
+    parser.add_argument("--local-port", type=int, default=DASHBOARD_PORT)
     parser.add_argument(
         "--connect", action="store_true", help="run the port forwarding (needs the AWS CLI + SSM plugin)"
     )

@@ -3,41 +3,33 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import tempfile
 from pathlib import Path
 
+from draccus.wrappers.docstring import get_attribute_docstring
+
 from raycluster.errors import UsageError
 
 
 def register(verbs) -> None:
+    from raycluster.cluster_config import GROUP, ClusterConfig
+    from raycluster.launch.spec import LaunchSpec
+    from raycluster.sagemaker.entry_settings import ENTRY, EntrySettings
+    from raycluster.settings import group_help
+
     parser = verbs.add_parser(
         "launch",
         help="submit a SageMaker training job (needs raycluster[launch])",
-        description="Options below configure the job; every other flag (--cluster.*, LeRobot's) becomes a "
-        "hyperparameter that the entry point turns back into the same flag.",
+        description="Options below configure the job; every other flag (--cluster.*, --entry.*, LeRobot's) becomes "
+        "a hyperparameter that the entry point turns back into the same flag.",
+        epilog=f"how the entry point runs the cluster:\n{group_help(EntrySettings, ENTRY)}\n\n"
+        f"the training's own settings:\n{group_help(ClusterConfig, GROUP)}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--instance-type", required=True)
-    parser.add_argument("--instance-count", type=int, default=1)
-    parser.add_argument("--role", required=True, help="IAM role ARN the job runs as")
-    parser.add_argument("--region")
-    parser.add_argument("--framework-version", default="2.8", help="PyTorch DLC version (its torch is kept)")
-    parser.add_argument("--py-version", default="py312")
-    parser.add_argument("--image-uri", help="a training image instead of the DLC lookup")
-    parser.add_argument("--spot", action="store_true", help="managed spot training (needs --max-wait, --checkpoint-s3)")
-    parser.add_argument("--max-run", type=int, default=24 * 3600, help="seconds")
-    parser.add_argument("--max-wait", type=int, help="seconds, spot only, >= --max-run")
-    parser.add_argument("--checkpoint-s3", help="s3:// URI synced with /opt/ml/checkpoints")
-    parser.add_argument("--output-s3", help="s3:// URI for model.tar.gz and output")
-    parser.add_argument("--dataset-s3", help="s3:// URI of a LeRobot dataset: the `dataset` channel, FastFile mode")
-    parser.add_argument("--job-name", default="raycluster", help="base job name")
-    parser.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--subnet", action="append", default=[])
-    parser.add_argument("--security-group", action="append", default=[])
-    parser.add_argument(
-        "--include", action="append", default=[], metavar="SCRIPT", help="your own Ray job script, staged into jobs/"
-    )
+    add_options(parser, LaunchSpec)
     parser.add_argument(
         "--dry-run",
         action="store_true",
@@ -48,6 +40,44 @@ def register(verbs) -> None:
     parser.set_defaults(run=run, flags=[])
 
 
+def key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=VALUE")
+    return key, value
+
+
+def offered(spec: type) -> list[tuple[dataclasses.Field, str]]:
+    """The fields of ``spec`` that are options, with their flag (``--field-name`` unless declared)."""
+    pairs = [(f, f.metadata.get("flag", "--" + f.name.replace("_", "-"))) for f in dataclasses.fields(spec)]
+    return [(field, flag) for field, flag in pairs if flag]
+
+
+def add_options(parser: argparse.ArgumentParser, spec: type) -> None:
+    """One option per field of ``spec``, its help the field's docstring; unset options stay out of the
+    namespace (argparse.SUPPRESS), so each default lives only in the dataclass."""
+    for field, flag in offered(spec):
+        required = field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
+        doc = get_attribute_docstring(spec, field.name).docstring_below or None
+        metavar = "KEY=VALUE" if field.type.startswith("dict") else flag[2:].upper().replace("-", "_")
+        kwargs = dict(dest=field.name, help=doc, default=argparse.SUPPRESS, required=required)
+        if field.type == "bool":
+            parser.add_argument(flag, action="store_true", **kwargs)
+        elif field.type.startswith(("tuple", "dict")):
+            is_dict = field.type.startswith("dict")
+            parser.add_argument(flag, action="append", type=key_value if is_dict else str, metavar=metavar, **kwargs)
+        else:
+            parser.add_argument(flag, type=int if field.type.startswith("int") else str, metavar=metavar, **kwargs)
+
+
+def given_options(args: argparse.Namespace, spec: type) -> dict:
+    """The options the user gave, as ``spec``'s field values (repeated ones as tuples, tags as a dict)."""
+    given = {field.name: getattr(args, field.name) for field, _ in offered(spec) if hasattr(args, field.name)}
+    if "tags" in given:
+        given["tags"] = dict(given["tags"])
+    return {name: tuple(value) if isinstance(value, list) else value for name, value in given.items()}
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         from raycluster.launch.trainer import launch, stage
@@ -56,33 +86,7 @@ def run(args: argparse.Namespace) -> int:
     from raycluster.launch.spec import LaunchSpec
     from raycluster.launch.status import describe
 
-    tags = {}
-    for tag in args.tag:
-        key, sep, value = tag.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--tag {tag!r}: expected KEY=VALUE")
-        tags[key] = value
-    spec = LaunchSpec(
-        instance_type=args.instance_type,
-        role=args.role,
-        instance_count=args.instance_count,
-        region=args.region,
-        framework_version=args.framework_version,
-        py_version=args.py_version,
-        image_uri=args.image_uri,
-        spot=args.spot,
-        max_run=args.max_run,
-        max_wait=args.max_wait,
-        checkpoint_s3=args.checkpoint_s3,
-        output_s3=args.output_s3,
-        dataset_s3=args.dataset_s3,
-        base_job_name=args.job_name,
-        tags=tags,
-        subnets=tuple(args.subnet),
-        security_groups=tuple(args.security_group),
-        include=tuple(args.include),
-        flags=tuple(args.flags),
-    )
+    spec = LaunchSpec(**given_options(args, LaunchSpec), flags=tuple(args.flags))
     if args.dry_run:
         with tempfile.TemporaryDirectory(prefix="raycluster-dry-run-") as tmp:
             staged = stage(spec, Path(tmp))
@@ -99,10 +103,10 @@ def run(args: argparse.Namespace) -> int:
     job = request["TrainingJobName"]
     print(
         f"submitted {job}; follow it with: raycluster status {job}"
-        + (f" --region {args.region}" if args.region else "")
+        + (f" --region {spec.region}" if spec.region else "")
     )
     if args.wait:
-        status = describe(job, args.region)
+        status = describe(job, spec.region)
         print(json.dumps(status, indent=2))
         return 0 if status["status"] == "Completed" else 1
     return 0

@@ -3,39 +3,24 @@
 from __future__ import annotations
 
 import argparse
-import logging
-import sys
-
-from raycluster.cluster_config import split_cluster_args
-
-log = logging.getLogger(__name__)
 
 
 def register(verbs) -> None:
+    from raycluster.cluster_config import GROUP, ClusterConfig
+    from raycluster.settings import group_help
+
     parser = verbs.add_parser(
         "train",
         help="train a LeRobot policy with Ray Train",
-        description="Flags other than --cluster.* go to LeRobot's own parser verbatim, as for lerobot-train. "
-        "--cluster.num_workers=N --cluster.use_gpu=true|false --cluster.address=local|auto|HOST:PORT "
-        "--cluster.max_failures=N --cluster.cpus_per_worker=C",
+        description="Flags other than --cluster.* go to LeRobot's own parser verbatim, as for lerobot-train "
+        "(lerobot-train --help lists them).",
+        epilog="raycluster's own settings:\n" + group_help(ClusterConfig, GROUP),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.set_defaults(run=run, flags=[])
 
 
 def run(args: argparse.Namespace) -> int:
-    from raycluster.training.interrupt import StopRequest
-    from raycluster.training.run import TrainingFailed, TrainingStopped, run_training
+    from raycluster.training.train_job import train
 
-    cluster, lerobot_args = split_cluster_args(args.flags)
-    stop = StopRequest()
-    try:
-        run_training(cluster, lerobot_args, stop)
-    except TrainingStopped as exc:
-        log.warning("%s", exc)
-        print(f"raycluster train: {exc}", file=sys.stderr)
-        return 128 + exc.signal
-    except TrainingFailed as exc:
-        log.error("%s", exc)
-        print(f"raycluster train: {str(exc).splitlines()[0]}", file=sys.stderr)
-        return 1
-    return 0
+    return train(args.flags)

@@ -8,9 +8,9 @@ import shlex
 from pathlib import Path
 
 from raycluster.auth import write_private
+from raycluster.layout import AUTH_TOKEN_FILE, DASHBOARD_PORT
 
 JOBS_DIR = Path.home() / ".raycluster" / "jobs"
-DASHBOARD_PORT = 8265
 
 
 def token_path(job_name: str) -> Path:
@@ -48,11 +48,11 @@ def instructions(job_name: str, local_port: int, region: str | None) -> str:
         # Not launched from this machine: the token travels only with the job's code.
         lines += [
             f"# no token for {job_name} on this machine ({token} does not exist: the job was launched elsewhere).",
-            "# It is .raycluster/auth_token in the job's code channel; fetch it with:",
+            f"# It is {AUTH_TOKEN_FILE} in the job's code channel; fetch it with:",
             f"#   mkdir -p {token.parent} && (umask 077; aws s3 cp $(aws sagemaker describe-training-job "
             f"--training-job-name {job_name} "
             "--query \"InputDataConfig[?ChannelName=='code'].DataSource.S3DataSource.S3Uri\" --output text)"
-            f"/.raycluster/auth_token {token})",
+            f"/{AUTH_TOKEN_FILE} {token})",
             f"# then open http://localhost:{local_port} and sign in with it",
         ]
     lines.append(

@@ -22,34 +22,64 @@ MAX_RUNTIME_S = 28 * 24 * 3600
 """SageMaker's limit on MaxRuntimeInSeconds and MaxWaitTimeInSeconds."""
 
 
+def option(flag: str | None = None, **kwargs):
+    """A field that ``raycluster launch`` offers as ``flag`` (``--field-name`` unless given; ``""``: none)."""
+    return field(metadata={} if flag is None else {"flag": flag}, **kwargs)
+
+
 @dataclass(frozen=True)
 class LaunchSpec:
+    """What ``raycluster launch`` submits; each field is one of its options, help and default declared here."""
+
     instance_type: str
+    """SageMaker instance type of every host (e.g. ml.p5.48xlarge)."""
     role: str
+    """IAM role ARN the job runs as."""
     instance_count: int = 1
+    """Hosts (algo-1 ... algo-N); algo-1 runs the Ray head."""
     region: str | None = None
+    """AWS region; the SDK's default (AWS_REGION, ~/.aws/config) when not given."""
     framework_version: str = "2.8"
-    py_version: str = "py312"
+    """PyTorch DLC version (its torch is kept)."""
+    py_version: str = DLC_PYTHON
+    """The DLC's Python; LeRobot needs 3.12."""
     image_uri: str | None = None
+    """A training image instead of the DLC lookup."""
     spot: bool = False
+    """Managed spot training (needs --max-wait, --checkpoint-s3)."""
     max_run: int = 24 * 3600
+    """Seconds."""
     max_wait: int | None = None
+    """Seconds, spot only, >= --max-run."""
     checkpoint_s3: str | None = None
+    """s3:// URI synced with /opt/ml/checkpoints."""
     output_s3: str | None = None
+    """s3:// URI for model.tar.gz and output."""
     dataset_s3: str | None = None
-    base_job_name: str = "raycluster"
-    tags: dict[str, str] = field(default_factory=dict)
-    subnets: tuple[str, ...] = ()
-    security_groups: tuple[str, ...] = ()
+    """s3:// URI of a LeRobot dataset: the `dataset` channel, FastFile mode."""
+    base_job_name: str = option("--job-name", default="raycluster")
+    """Base job name."""
+    tags: dict[str, str] = option("--tag", default_factory=dict)
+    """KEY=VALUE, repeatable."""
+    subnets: tuple[str, ...] = option("--subnet", default=())
+    """Repeatable."""
+    security_groups: tuple[str, ...] = option("--security-group", default=())
+    """Repeatable."""
     include: tuple[str, ...] = ()
-    """Extra files (user job scripts) staged into jobs/."""
-    flags: tuple[str, ...] = ()
+    """Your own Ray job script, staged into jobs/ (repeatable)."""
+    flags: tuple[str, ...] = option("", default=())
     """``--cluster.*``, ``--entry.*`` and LeRobot flags; they travel as hyperparameters (``group__field``)."""
-    raw_hyperparameters: dict[str, Any] = field(default_factory=dict)
+    raw_hyperparameters: dict[str, Any] = option("", default_factory=dict)
     """Sent as given, unchecked, after the flags: what a user's own ``ModelTrainer`` would send
     (``raycluster sim --hyperparameters``)."""
 
     def check(self) -> None:
+        self._check_names()
+        self._check_time()
+        self._check_network()
+        self._check_sources()
+
+    def _check_names(self) -> None:
         if not INSTANCE_TYPE.match(self.instance_type):
             raise UsageError(
                 f"--instance-type {self.instance_type!r} is not a SageMaker instance type (e.g. ml.p5.48xlarge)"
@@ -58,14 +88,6 @@ class LaunchSpec:
             raise UsageError(f"--instance-count must be >= 1, got {self.instance_count}")
         if not ROLE_ARN.match(self.role):
             raise UsageError(f"--role {self.role!r} is not an IAM role ARN (arn:aws:iam::123456789012:role/NAME)")
-        if not 1 <= self.max_run <= MAX_RUNTIME_S:
-            raise UsageError(
-                f"--max-run must be 1..{MAX_RUNTIME_S} seconds (28 days, SageMaker's limit), got {self.max_run}"
-            )
-        if self.max_wait is not None and self.max_wait > MAX_RUNTIME_S:
-            raise UsageError(
-                f"--max-wait must be at most {MAX_RUNTIME_S} seconds (28 days, SageMaker's limit), got {self.max_wait}"
-            )
         if self.region is not None and not REGION.match(self.region):
             raise UsageError(f"--region {self.region!r} is not an AWS region (e.g. us-west-2)")
         if not JOB_NAME.match(self.base_job_name):
@@ -79,6 +101,25 @@ class LaunchSpec:
                     f"--tag {key}={value}: keys up to 128 characters and not starting with 'aws:', "
                     "values up to 256 (AWS's tag rules)"
                 )
+
+    def _check_time(self) -> None:
+        if not 1 <= self.max_run <= MAX_RUNTIME_S:
+            raise UsageError(
+                f"--max-run must be 1..{MAX_RUNTIME_S} seconds (28 days, SageMaker's limit), got {self.max_run}"
+            )
+        if self.max_wait is not None and self.max_wait > MAX_RUNTIME_S:
+            raise UsageError(
+                f"--max-wait must be at most {MAX_RUNTIME_S} seconds (28 days, SageMaker's limit), got {self.max_wait}"
+            )
+        if self.spot:
+            if self.max_wait is None or self.max_wait < self.max_run:
+                raise UsageError(f"--spot needs --max-wait >= --max-run ({self.max_run}s), got {self.max_wait}")
+            if not self.checkpoint_s3:
+                raise UsageError("--spot needs --checkpoint-s3: an interrupted spot job resumes from its checkpoints")
+        elif self.max_wait is not None:
+            raise UsageError("--max-wait applies to spot jobs only; add --spot or drop it")
+
+    def _check_network(self) -> None:
         for flag, values, pattern, example in (
             ("--subnet", self.subnets, SUBNET, "subnet-0123456789abcdef0"),
             ("--security-group", self.security_groups, SECURITY_GROUP, "sg-0123456789abcdef0"),
@@ -88,13 +129,8 @@ class LaunchSpec:
                     raise UsageError(f"{flag} {value!r} is not a {example.split('-')[0]}-… id (e.g. {example})")
         if bool(self.subnets) != bool(self.security_groups):
             raise UsageError("--subnet and --security-group go together: SageMaker's VPC config needs both")
-        if self.spot:
-            if self.max_wait is None or self.max_wait < self.max_run:
-                raise UsageError(f"--spot needs --max-wait >= --max-run ({self.max_run}s), got {self.max_wait}")
-            if not self.checkpoint_s3:
-                raise UsageError("--spot needs --checkpoint-s3: an interrupted spot job resumes from its checkpoints")
-        elif self.max_wait is not None:
-            raise UsageError("--max-wait applies to spot jobs only; add --spot or drop it")
+
+    def _check_sources(self) -> None:
         for name in ("checkpoint_s3", "output_s3", "dataset_s3"):
             value = getattr(self, name)
             if value and not S3_URI.match(value):

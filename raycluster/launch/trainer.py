@@ -21,13 +21,12 @@ from raycluster.launch.aws_errors import AwsError, one_line
 from raycluster.launch.dashboard import keep_token
 from raycluster.launch.requirements import constraints, requirements
 from raycluster.launch.spec import LaunchSpec
+from raycluster.layout import AUTH_TOKEN_FILE, SOURCE_DIR
 
 log = logging.getLogger(__name__)
 
-SOURCE_DIR = Path(__file__).resolve().parents[2]
 # Command mode: SageMaker's v3 driver execs this, so SIGTERM reaches the entry point.
 COMMAND = "exec python -u -m entry"
-AUTH_TOKEN_PATH = ".raycluster/auth_token"
 VALIDATE_ROLE = "SAGEMAKER_VALIDATE_ROLE"
 
 
@@ -43,7 +42,7 @@ def stage_source(spec: LaunchSpec, into: Path) -> Path:
     # One Ray auth token for every host of this job: it travels with the code (readable by whoever can
     # read the job's code in S3, and by the job's role), never in hyperparameters or environment, which
     # DescribeTrainingJob shows.
-    new_token(into / AUTH_TOKEN_PATH)
+    new_token(into / AUTH_TOKEN_FILE)
     return into
 
 
@@ -179,7 +178,7 @@ class Staged:
         return sorted(
             str(p.relative_to(self.code))
             for p in self.code.rglob("*")
-            if p.is_file() and str(p.relative_to(self.code)) != AUTH_TOKEN_PATH
+            if p.is_file() and str(p.relative_to(self.code)) != AUTH_TOKEN_FILE
         )
 
 
@@ -211,7 +210,7 @@ def launch(spec: LaunchSpec, wait: bool = False) -> dict:
     captured: dict = {}
     with tempfile.TemporaryDirectory(prefix="raycluster-source-") as tmp:
         source = stage_source(spec, Path(tmp) / "source")
-        token = (source / AUTH_TOKEN_PATH).read_text()
+        token = (source / AUTH_TOKEN_FILE).read_text()
         session = _session(spec, offline=False)
         trainer = build_trainer(spec, source, session)
         events = session.boto_session.events

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from raycluster.errors import UsageError
 from raycluster.launch.trainer import Staged
-from raycluster.sagemaker.entrypoint import SCRATCH
+from raycluster.layout import SCRATCH
 from raycluster.sim.network import SimNetwork
 
 log = logging.getLogger(__name__)

@@ -9,17 +9,16 @@ publishes it as any other, and the next step raises ``Interrupted`` on every ran
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import signal
 import threading
 import time
-from collections.abc import Iterator
-from types import ModuleType
 
 import ray
 import torch
 import torch.distributed as dist
+
+from raycluster.training.lerobot_api import LoopHooks
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +85,7 @@ def forward_to_journal(stop: StopRequest, journal, done: threading.Event) -> thr
     return thread
 
 
-class StopAgreement:
+class StopAgreement(LoopHooks):
     """One rank's side of agreeing on the stop step. Only rank 0 polls the journal: the per-step all-reduce
     (MAX) carries its answer to every other rank, so the journal sees one caller, not one per GPU."""
 
@@ -104,30 +103,19 @@ class StopAgreement:
                 self._asked.set()
             self._done.wait(POLL_S)
 
-    def after_step(self, step: int) -> None:
+    def before_step(self) -> None:
+        if self.stop_at is not None:
+            raise Interrupted(self.stop_at)
+
+    def after_step(self, step: int, loss: float, policy) -> None:
         # One tiny collective per step: a rank that stopped alone would leave the others hanging.
         asked = torch.tensor([int(self._asked.is_set())], device=self.device)
         dist.all_reduce(asked, op=dist.ReduceOp.MAX)
         if asked.item() and self.stop_at is None:
             self.stop_at = step
 
-    @contextlib.contextmanager
-    def watching(self, lerobot_train: ModuleType) -> Iterator[None]:
-        update, should_save = lerobot_train.update_policy, lerobot_train.should_save_checkpoint
+    def save_now(self, step: int) -> bool:
+        return step == self.stop_at
 
-        def agreed_update(train_metrics, *args, **kwargs):
-            if self.stop_at is not None:
-                raise Interrupted(self.stop_at)
-            result = update(train_metrics, *args, **kwargs)
-            self.after_step(train_metrics.steps + 1)  # LeRobot counts this step right after we return
-            return result
-
-        def agreed_save(step: int, save_freq: int, total_steps: int) -> bool:
-            return step == self.stop_at or should_save(step, save_freq, total_steps)
-
-        lerobot_train.update_policy, lerobot_train.should_save_checkpoint = agreed_update, agreed_save
-        try:
-            yield
-        finally:
-            lerobot_train.update_policy, lerobot_train.should_save_checkpoint = update, should_save
-            self._done.set()
+    def close(self) -> None:
+        self._done.set()

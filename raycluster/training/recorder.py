@@ -1,23 +1,20 @@
-"""Observes LeRobot's training loop from outside: per-step loss and loop throughput, reported to Ray Train.
-
-LeRobot's ``train`` looks ``update_policy`` up in its module at every step, so wrapping that one
-function lets us watch every optimizer step without forking the loop.
-"""
+"""Observes LeRobot's training loop from outside (a ``LoopHooks``): per-step loss and loop throughput,
+reported to Ray Train."""
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import ModuleType
+
+from raycluster.training.lerobot_api import LoopHooks
 
 # Losses averaged at each end of the run, so that one noisy batch does not decide "the loss fell".
 LOSS_WINDOW = 5
 
 
 @dataclass
-class StepRecorder:
+class StepRecorder(LoopHooks):
     samples_per_step: int
     """batch_size x world_size: what one loop step consumes across the cluster."""
     report_every: int
@@ -58,19 +55,6 @@ class StepRecorder:
         window = self.losses[-LOSS_WINDOW:]
         return sum(window) / len(window) if window else None
 
-    @contextlib.contextmanager
-    def observing(self, lerobot_train: ModuleType) -> Iterator[None]:
-        original = lerobot_train.update_policy
-
-        def observed(train_metrics, policy, *args, **kwargs):
-            result = original(train_metrics, policy, *args, **kwargs)
-            self.policy_class = type(policy).__name__
-            # LeRobot increments its tracker right after this returns: this step is steps + 1.
-            self.on_step(train_metrics.steps + 1, train_metrics.loss.val)
-            return result
-
-        lerobot_train.update_policy = observed
-        try:
-            yield
-        finally:
-            lerobot_train.update_policy = original
+    def after_step(self, step: int, loss: float, policy) -> None:
+        self.policy_class = type(policy).__name__
+        self.on_step(step, loss)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import tempfile
 import threading
 import time
@@ -15,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import ray
-from ray.train import FailureConfig, RunConfig, ScalingConfig
+from ray.train import ControllerError, FailureConfig, RunConfig, ScalingConfig, WorkerGroupError
 from ray.train.torch import TorchTrainer
 
 from raycluster.checkpoints.keeper import keeper_on_this_node
@@ -25,10 +24,10 @@ from raycluster.connect import check_capacity, ray_cluster
 from raycluster.dataset import check_dataset_root
 from raycluster.training.interrupt import StopRequest, forward_to_journal
 from raycluster.training.journal import RunJournal
-from raycluster.training.lerobot_config import checkpoints_dir, flag_value, parse_train_config
+from raycluster.training.lerobot_api import LAST, PRETRAINED_MODEL, checkpoints_dir, flag_value, parse_train_config
 from raycluster.training.paths import absolute_paths
 from raycluster.training.summary import RunSummary
-from raycluster.training.worker import WorkerConfig, train_loop_per_worker
+from raycluster.training.worker import WorkerConfig, WorkerResult, train_loop_per_worker
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +49,19 @@ def has_complete_checkpoint(root: str) -> bool:
     return any(store.problems(name) is None for name in store.names())
 
 
-def root_cause(exc: Exception) -> str:
-    """The most specific line of Ray's multi-line error: the last ``SomeError: ...`` in it."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    errors = [line for line in lines if re.match(r"^[\w.]*(Error|Exception|Interrupt)\b:?", line)]
-    return (errors or lines or [type(exc).__name__])[-1]
+def root_cause(exc: BaseException) -> str:
+    """One line naming what failed, from the errors Ray Train raises: the lowest rank's own exception for
+    a worker group failure (Ray's wrapper peeled off), the controller's for a controller failure."""
+    if isinstance(exc, WorkerGroupError) and exc.worker_failures:
+        rank, failure = min(exc.worker_failures.items())
+        return f"rank {rank}: {root_cause(failure)}"
+    if isinstance(exc, ControllerError):
+        return root_cause(exc.controller_failure)
+    cause = getattr(exc, "cause", None)  # a RayTaskError carries the task's own exception
+    if isinstance(cause, BaseException):
+        return root_cause(cause)
+    text = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 @contextlib.contextmanager
@@ -101,6 +108,52 @@ def fit_listening(trainer: TorchTrainer, stop: StopRequest):
     return outcome["result"]
 
 
+def make_trainer(cluster: ClusterConfig, cfg, args: list[str], journal, staging: str) -> TorchTrainer:
+    """Ray Train's TorchTrainer over ``train_loop_per_worker``, with the run's keepers on this node."""
+    model_keeper = checkpoint_keeper = None
+    if cluster.model_dir:
+        model_keeper = keeper_on_this_node(cluster.model_dir, local_name_root=True, staging_dir=staging)
+    if cluster.checkpoint_dir:
+        checkpoint_keeper = keeper_on_this_node(cluster.checkpoint_dir, cluster.keep_checkpoints, staging_dir=staging)
+    worker = WorkerConfig(args, cluster.use_gpu, cluster.mixed_precision, journal, checkpoint_keeper, model_keeper)
+    return TorchTrainer(
+        train_loop_per_worker,
+        train_loop_config=vars(worker),
+        scaling_config=ScalingConfig(
+            num_workers=cluster.num_workers,
+            use_gpu=cluster.use_gpu,
+            resources_per_worker=None if cluster.use_gpu else {"CPU": cluster.cpus_per_worker},
+        ),
+        run_config=RunConfig(
+            name=f"{cfg.job_name}-{Path(cfg.output_dir).resolve().name}",
+            failure_config=FailureConfig(max_failures=cluster.max_failures),
+        ),
+    )
+
+
+def summarize(result: WorkerResult, cfg, restarts: int, wall_s: float, stopped_by: str | None) -> RunSummary:
+    return RunSummary(
+        world_size=result.world_size,
+        steps=cfg.steps,
+        final_step=result.final_step,
+        samples_per_s=result.samples_per_s,
+        loss_first=result.loss_first,
+        loss_last=result.loss_last,
+        checkpoints=result.checkpoints,
+        resumed_from=result.resumed_from,
+        restarts=restarts,
+        wall_s=round(wall_s, 2),
+        backend=result.backend,
+        policy_wrapper=result.policy_wrapper,
+        mixed_precision=result.mixed_precision,
+        effective_batch_size=cfg.batch_size * result.world_size,
+        output_dir=str(Path(cfg.output_dir).resolve()),
+        uploads_skipped=result.uploads_skipped,
+        uploads_failed=result.uploads_failed,
+        stopped_by=stopped_by if result.interrupted_at is not None else None,
+    )
+
+
 def run_training(cluster: ClusterConfig, lerobot_args: list[str], stop: StopRequest | None = None) -> RunSummary:
     """``stop``: set by the caller's signal handlers; every rank then stops after one agreed step, which
     LeRobot saves as a periodic checkpoint and the keeper publishes (raised as ``TrainingStopped``)."""
@@ -109,7 +162,6 @@ def run_training(cluster: ClusterConfig, lerobot_args: list[str], stop: StopRequ
     cluster, lerobot_args = absolute_paths(cluster, lerobot_args, Path.cwd())
     resuming = bool(cluster.checkpoint_dir) and has_complete_checkpoint(cluster.checkpoint_dir)
     cfg, args = prepare_lerobot_args(lerobot_args, resuming)
-    output_dir = Path(cfg.output_dir).resolve()
     log.info(
         "effective batch = batch_size %d x world_size %d x grad_accum 1 = %d samples per step",
         cfg.batch_size,
@@ -120,68 +172,24 @@ def run_training(cluster: ClusterConfig, lerobot_args: list[str], stop: StopRequ
     with ray_cluster(cluster.address), staging_dir(cluster.staging_dir) as staging:
         check_capacity(cluster.num_workers, cluster.use_gpu, cluster.cpus_per_worker)
         journal = RunJournal.remote()
-        model_keeper = (
-            keeper_on_this_node(cluster.model_dir, local_name_root=True, staging_dir=staging)
-            if cluster.model_dir
-            else None
-        )
-        checkpoint_keeper = (
-            keeper_on_this_node(cluster.checkpoint_dir, cluster.keep_checkpoints, staging_dir=staging)
-            if cluster.checkpoint_dir
-            else None
-        )
-        trainer = TorchTrainer(
-            train_loop_per_worker,
-            train_loop_config=vars(
-                WorkerConfig(
-                    lerobot_args=args,
-                    use_gpu=cluster.use_gpu,
-                    mixed_precision=cluster.mixed_precision,
-                    journal=journal,
-                    model_keeper=model_keeper,
-                    checkpoint_keeper=checkpoint_keeper,
-                )
-            ),
-            scaling_config=ScalingConfig(
-                num_workers=cluster.num_workers,
-                use_gpu=cluster.use_gpu,
-                resources_per_worker=None if cluster.use_gpu else {"CPU": cluster.cpus_per_worker},
-            ),
-            run_config=RunConfig(
-                name=f"{cfg.job_name}-{output_dir.name}",
-                failure_config=FailureConfig(max_failures=cluster.max_failures),
-            ),
-        )
+        trainer = make_trainer(cluster, cfg, args, journal, staging)
         fitted = threading.Event()
         forward_to_journal(stop, journal, fitted)
         try:
-            result = fit_listening(trainer, stop)
-        except Exception as exc:  # Ray Train wraps worker errors in TrainingFailedError
+            result: WorkerResult = fit_listening(trainer, stop).return_value
+        except Exception as exc:
             raise TrainingFailed(f"training failed: {root_cause(exc)}") from exc
         finally:
             fitted.set()
         restarts = ray.get(journal.attempts.remote()) - 1
-    stats = result.return_value
-    summary = RunSummary(
-        world_size=stats["world_size"],
-        steps=cfg.steps,
-        final_step=stats["final_step"],
-        samples_per_s=stats["samples_per_s"],
-        loss_first=stats["loss_first"],
-        loss_last=stats["loss_last"],
-        checkpoints=stats["checkpoints"],
-        resumed_from=stats["resumed_from"],
-        restarts=restarts,
-        wall_s=round(time.perf_counter() - started, 2),
-        backend=stats["backend"],
-        policy_wrapper=stats["policy_wrapper"],
-        mixed_precision=stats["mixed_precision"],
-        effective_batch_size=cfg.batch_size * stats["world_size"],
-        output_dir=str(output_dir),
-        uploads_skipped=stats["uploads_skipped"],
-        uploads_failed=stats["uploads_failed"],
-        stopped_by=stop.name if stats["interrupted_at"] is not None else None,
-    )
+    summary = summarize(result, cfg, restarts, time.perf_counter() - started, stop.name)
+    report(summary, cluster, result, stop)
+    return summary
+
+
+def report(summary: RunSummary, cluster: ClusterConfig, result: WorkerResult, stop: StopRequest) -> None:
+    """Write the summary, log the outcome, and raise if the run stopped early or lost its newest checkpoint."""
+    output_dir = Path(summary.output_dir)
     path = summary.write(output_dir)
     if cluster.model_dir:
         summary.write(Path(cluster.model_dir))
@@ -197,25 +205,21 @@ def run_training(cluster: ClusterConfig, lerobot_args: list[str], stop: StopRequ
         path,
     )
     if summary.stopped_by:
-        step = stats["interrupted_at"]
+        step = result.interrupted_at
         log.info(
             "%s: stopped after step %d, saved and published %.1fs after the signal",
             summary.stopped_by,
             step,
             time.monotonic() - stop.asked_at,
         )
-        saved = (
-            f"checkpoint {step} saved"
-            if step in summary.checkpoints
-            else f"checkpoint {step} NOT saved: {stats['lost'] or 'no checkpoint was written (--save_checkpoint=false?)'}"
-        )
+        why = result.lost or "no checkpoint was written (--save_checkpoint=false?)"
+        saved = f"checkpoint {step} saved" if step in summary.checkpoints else f"checkpoint {step} NOT saved: {why}"
         raise TrainingStopped(f"stopped by {summary.stopped_by} at step {step}; {saved}", stop.signal)
-    if stats["lost"]:
+    if result.lost:
         # Training went on meanwhile, but a run whose newest checkpoint is not where it must be is no success.
-        raise TrainingFailed(stats["lost"])
+        raise TrainingFailed(result.lost)
     if summary.checkpoints:
         log.info(
             "trained policy: %s (LeRobot loads it with <Policy>.from_pretrained(path))",
-            checkpoints_dir(output_dir) / "last" / "pretrained_model",
+            checkpoints_dir(output_dir) / LAST / PRETRAINED_MODEL,
         )
-    return summary

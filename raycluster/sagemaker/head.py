@@ -1,0 +1,186 @@
+"""The head host's part: start the Ray head, wait for every host, run the job through Ray's Jobs API,
+stay up for interactive use if asked, then tell the worker hosts how it ended."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+
+from raycluster.bootstrap import RayNode, gcs_reachable, resolve, wait_for
+from raycluster.layout import DASHBOARD_PORT, SCRATCH
+from raycluster.sagemaker.cluster_state import ClusterState
+from raycluster.sagemaker.entry_settings import STOP_MARGIN_S, EntrySettings
+from raycluster.sagemaker.failure import SIGTERM_REASON, HostFailure, JobFailed, Stopped
+from raycluster.sagemaker.host_node import node_spec
+from raycluster.sagemaker.job_plan import PROBE_SCRIPT, job_flags, job_script, probe_flags
+from raycluster.sagemaker.outcome import OutcomeServer
+from raycluster.sagemaker.reaper import OrphanReaper
+from raycluster.sagemaker.topology import Topology
+from raycluster.submission import TERMINAL, SubmittedJob
+
+log = logging.getLogger(__name__)
+
+DASHBOARD = f"http://127.0.0.1:{DASHBOARD_PORT}"
+
+
+class Head:
+    def __init__(
+        self, topology: Topology, settings: EntrySettings, flags: list[str], stop: threading.Event, reaper: OrphanReaper
+    ):
+        self.topology, self.settings, self.flags, self.stop, self.reaper = topology, settings, flags, stop, reaper
+        self.ips = {host: resolve(host) for host in topology.hosts}
+        self.host_of = {ip: host for host, ip in self.ips.items()}
+        self.state = ClusterState(DASHBOARD)
+        self.started = time.monotonic()
+        self._stepped = False
+
+    def run(self) -> int:
+        spec = node_spec(self.topology, None, trains=self.settings.head_trains)
+        # Ray's job stop SIGTERMs the driver, then SIGKILLs it after RAY_JOB_STOP_WAIT_TIME_S (default 3 s):
+        # the training job needs entry.stop_timeout_s to save its current step.
+        spec.env["RAY_JOB_STOP_WAIT_TIME_S"] = str(int(self.settings.stop_timeout_s))
+        ip = self.ips[self.topology.current_host]
+        outcome = OutcomeServer(ip)
+        node = RayNode(spec)
+        self.reaper.own.add(node.process.pid)
+        formed, code, reason = False, 1, None
+        try:
+            if not wait_for(lambda: not node.alive() or gcs_reachable(ip), 60) or not node.alive():
+                raise HostFailure(
+                    f"the Ray head on {self.topology.current_host} did not start; "
+                    f"see {node.spec.temp_dir}/ray-start.log"
+                )
+            formed = True
+            self._wait_for_hosts()
+            log.info("cluster formed: %d nodes in %.1fs", len(self.ips), time.monotonic() - self.started)
+            code = self._run_jobs()
+            return code
+        except HostFailure as exc:
+            code, reason = exc.exit_code, str(exc)
+            raise
+        finally:
+            if formed:
+                self._release_workers(outcome, code, reason)
+            outcome.close()
+            node.stop()
+
+    def _run_jobs(self) -> int:
+        """The preflight probe if asked, then the job; a failed job's code still ends the SageMaker job
+        after the interactive time."""
+        script, failure, code = job_script(self.settings), None, 0
+        try:
+            flags = job_flags(self.topology, self.settings, self.flags)
+            if self.settings.preflight:
+                self._run_job(PROBE_SCRIPT, probe_flags(flags))
+            code = self._run_job(script, flags) if script else 0
+        except JobFailed as exc:
+            failure = exc
+        self._stay_interactive(failure)
+        if failure:
+            raise failure
+        return code
+
+    def _wait_for_hosts(self) -> None:
+        expected = set(self.ips.values())
+        deadline = time.monotonic() + self.settings.join_timeout_s
+        while time.monotonic() < deadline and not self.stop.is_set():
+            if expected <= self._alive():
+                return
+            time.sleep(1)
+        missing = ", ".join(sorted(self.host_of[ip] for ip in expected - self._alive()))
+        if self.stop.is_set():
+            raise Stopped(f"stopped by SIGTERM while waiting for {missing} to join")
+        raise HostFailure(
+            f"host(s) {missing} never joined the Ray cluster within {self.settings.join_timeout_s:g}s "
+            "(entry.join_timeout_s); see that host's log"
+        )
+
+    def _alive(self) -> set[str]:
+        try:
+            return self.state.alive_node_ips()
+        except Exception as exc:  # the dashboard briefly not answering is not a verdict
+            log.debug("no answer from the dashboard: %s", exc)
+            return set()
+
+    def _lost(self) -> HostFailure | None:
+        """Why the job must stop now, if it must: our own SIGTERM, or a host that left the cluster."""
+        alive = self._alive()
+        lost = set(self.ips.values()) - alive if alive else set()  # no answer is not a verdict
+        # SageMaker stops every host at once: a worker that left on its own SIGTERM is no failure.
+        if self.stop.is_set() or (lost and self.stop.wait(2)):
+            return Stopped(SIGTERM_REASON)
+        if lost:
+            hosts = ", ".join(sorted(self.host_of[ip] for ip in lost))
+            return HostFailure(f"host(s) {hosts} left the Ray cluster during the job")
+        return None
+
+    def _run_job(self, script: Path, flags: list[str]) -> int:
+        job = SubmittedJob(DASHBOARD, script, flags, reports=SCRATCH / "job-reports")
+        following = job.follow(self._show)
+        failure, stop_deadline = None, None
+        while job.status() not in TERMINAL:
+            if failure is None:
+                failure = self._lost()
+                if failure is not None:
+                    log.error("%s; stopping the job", failure)
+                    job.stop()
+                    # The job supervisor SIGKILLs the driver at stop_timeout_s; a little more for it to report.
+                    stop_deadline = time.monotonic() + self.settings.stop_timeout_s + STOP_MARGIN_S
+            elif time.monotonic() > stop_deadline:
+                log.error("the job did not stop within %.0fs", self.settings.stop_timeout_s)
+                break
+            time.sleep(1)
+        following.join(timeout=10)
+        outcome = job.outcome()
+        log.info("job %s: %s, driver exit code %s", job.id, outcome.status, outcome.exit_code)
+        if isinstance(failure, Stopped):
+            # On our own SIGTERM, the job's last word (the step it stopped at, whether it was saved), if it said one.
+            raise Stopped(outcome.reason or str(failure))
+        if failure is not None:  # a lost host stays the reason, whatever the job did once stopped
+            raise failure
+        if outcome.status != "SUCCEEDED":
+            raise JobFailed(
+                outcome.exit_code or 1, f"job {outcome.status.lower()}: {outcome.reason or job.last_error()}"
+            )
+        return 0
+
+    def _show(self, line: str) -> None:
+        print(f"[job] {line}", flush=True)
+        if "step:" in line and not self._stepped:
+            self._stepped = True
+            log.info("first training step logged %.1fs after the entry point started", time.monotonic() - self.started)
+
+    def _stay_interactive(self, failure: Exception | None) -> None:
+        """Keep the cluster up for the user's own jobs, until the time is up, the user ends it
+        (`jobs/end_cluster.py`), or SIGTERM."""
+        if self.settings.keep_alive_s <= 0:
+            return
+        log.info(
+            "interactive: the cluster stays up for %.0fs%s; dashboard %s (port %d on algo-1); end it with "
+            "`ray job submit -- python jobs/end_cluster.py`",
+            self.settings.keep_alive_s,
+            f" after the failed job ({failure})" if failure else "",
+            DASHBOARD,
+            DASHBOARD_PORT,
+        )
+        deadline = time.monotonic() + self.settings.keep_alive_s
+        while time.monotonic() < deadline and not self.stop.is_set():
+            try:
+                if self.state.end_requested(timeout=2):
+                    log.info("interactive: ended on request")
+                    return
+            except Exception:  # the dashboard briefly not answering
+                pass
+            self.stop.wait(1)
+        if self.stop.is_set():
+            raise Stopped(SIGTERM_REASON)
+        log.info("interactive: %.0fs are up; ending the cluster", self.settings.keep_alive_s)
+
+    def _release_workers(self, outcome: OutcomeServer, code: int, reason: str | None) -> None:
+        """Tell the workers the job is over (and, after a SIGTERM, how it ended) and give them a moment to
+        leave before the head's node goes away."""
+        outcome.publish({"code": code, "reason": reason})
+        head_ip = self.ips[self.topology.current_host]
+        wait_for(lambda: self._alive() <= {head_ip}, 20)

@@ -1,0 +1,65 @@
+"""This host's Ray node: its credentials, its environment (collectives over the right interface, EFA on
+GPUs) and its spec."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from raycluster.bootstrap import NodeSpec, resolve
+from raycluster.errors import UsageError
+from raycluster.layout import AUTH_TOKEN_ENV, AUTH_TOKEN_FILE, SCRATCH, SOURCE_DIR
+from raycluster.sagemaker.entry_settings import EntrySettings
+from raycluster.sagemaker.network_env import collective_env, efa_available, gpu_network_env
+from raycluster.sagemaker.topology import Topology
+
+log = logging.getLogger(__name__)
+
+
+def auth_env(settings: EntrySettings) -> dict[str, str]:
+    """Ray token authentication with the job's one shared token. `raycluster launch` ships it with the
+    code (never in hyperparameters or environment, which DescribeTrainingJob shows); the entry point
+    only names the file, so the token itself is never logged. Without one the cluster does not start:
+    its Jobs API would run anyone's code in the VPC as this job's role."""
+    path = Path(os.environ.get(AUTH_TOKEN_ENV) or SOURCE_DIR / AUTH_TOKEN_FILE)
+    if path.is_file():
+        return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(path)}
+    if not settings.insecure:
+        raise UsageError(
+            f"no Ray auth token at {path}: ship one with the code (raycluster launch does; "
+            f"any 64 hex characters in {AUTH_TOKEN_FILE}) or, to run open to the whole VPC, "
+            "set the hyperparameter entry__insecure=true"
+        )
+    log.warning(
+        "entry.insecure=true and no Ray auth token: the cluster runs WITHOUT authentication; anyone who "
+        "reaches this job's network can submit code that runs as its IAM role"
+    )
+    return {}
+
+
+def node_env(topology: Topology) -> dict[str, str]:
+    # The credentials (auth_env) are already in this process's environment, which the nodes inherit.
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(SOURCE_DIR), os.environ.get("PYTHONPATH")]))}
+    env.update(collective_env(topology.network_interface, os.environ))
+    env.update(
+        gpu_network_env(
+            topology.num_gpus,
+            topology.network_interface,
+            topology.instance_type,
+            efa_available() if topology.num_gpus else False,
+            os.environ,
+        )
+    )
+    return env
+
+
+def node_spec(topology: Topology, head_address: str | None, trains: bool = True) -> NodeSpec:
+    return NodeSpec(
+        ip=resolve(topology.current_host),
+        num_cpus=topology.num_cpus if trains else 0,
+        num_gpus=topology.num_gpus if trains else 0,
+        temp_dir=SCRATCH / "ray",
+        head_address=head_address,
+        env=node_env(topology),
+    )

@@ -1,0 +1,59 @@
+"""What the head runs: which Ray job script, and with which flags."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from raycluster.errors import UsageError
+from raycluster.layout import SCRATCH, SOURCE_DIR
+from raycluster.sagemaker.entry_settings import NO_JOB, EntrySettings
+from raycluster.sagemaker.topology import Topology
+
+PROBE_SCRIPT = SOURCE_DIR / "jobs" / "nccl_probe.py"
+PROBE_FLAGS = ("--cluster.num_workers", "--cluster.use_gpu", "--cluster.address", "--cluster.cpus_per_worker")
+"""The training job's flags that the preflight probe takes too: the same workers on the same devices."""
+
+
+def job_script(settings: EntrySettings) -> Path | None:
+    if settings.job == NO_JOB:
+        return None
+    script = SOURCE_DIR / settings.job
+    if not script.is_file():
+        raise UsageError(
+            f"hyperparameter entry.job={settings.job}: no such Ray job script in the source directory {SOURCE_DIR}"
+        )
+    return script
+
+
+def trains(settings: EntrySettings) -> bool:
+    """The job is the training script, which takes our topology's defaults."""
+    return settings.job == EntrySettings.job
+
+
+def job_flags(topology: Topology, settings: EntrySettings, flags: list[str]) -> list[str]:
+    """The job's flags: for the training job, defaults from the topology first and the hyperparameters
+    after them (last wins); another job script gets the hyperparameters alone."""
+    if not trains(settings):
+        return flags
+    use_gpu = topology.num_gpus > 0
+    training_hosts = len(topology.hosts) - (0 if settings.head_trains else 1)
+    workers = training_hosts * (topology.num_gpus if use_gpu else 1)
+    defaults = [
+        "--cluster.address=auto",
+        f"--cluster.num_workers={workers}",
+        f"--cluster.use_gpu={'true' if use_gpu else 'false'}",
+        f"--cluster.model_dir={topology.model_dir}",
+        f"--cluster.checkpoint_dir={topology.checkpoint_dir / 'lerobot'}",
+        # SageMaker uploads whatever appears under /opt/ml/checkpoints: checkpoints are assembled beside it.
+        f"--cluster.staging_dir={topology.base / 'raycluster-staging'}",
+        f"--output_dir={SCRATCH / 'train'}",
+    ]
+    if not use_gpu:
+        defaults.append("--policy.device=cpu")
+    if "dataset" in topology.channels:
+        defaults.append(f"--dataset.root={topology.channels['dataset']}")
+    return defaults + flags
+
+
+def probe_flags(flags: list[str]) -> list[str]:
+    return [flag for flag in flags if flag.startswith(PROBE_FLAGS)]

@@ -1,0 +1,91 @@
+"""A worker host's part: join the head's Ray cluster, stay until the head says the job ended (or is gone),
+and leave."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from raycluster.bootstrap import RayNode, gcs_reachable, resolve, wait_for
+from raycluster.layout import GCS_PORT
+from raycluster.sagemaker.entry_settings import STOP_MARGIN_S, EntrySettings
+from raycluster.sagemaker.failure import SIGTERM_REASON, HostFailure, Stopped
+from raycluster.sagemaker.host_node import node_spec
+from raycluster.sagemaker.outcome import read_outcome
+from raycluster.sagemaker.reaper import OrphanReaper
+from raycluster.sagemaker.topology import Topology
+
+log = logging.getLogger(__name__)
+
+
+class WorkerHost:
+    def __init__(self, topology: Topology, settings: EntrySettings, stop: threading.Event, reaper: OrphanReaper):
+        self.topology, self.settings, self.stop, self.reaper = topology, settings, stop, reaper
+        self.head_ip = resolve(topology.head_host)
+        self.stop_deadline: float | None = None
+        self.unreachable_since: float | None = None
+
+    def run(self) -> int:
+        head, wait_s = self.topology.head_host, self.settings.head_wait_s
+        if not wait_for(lambda: self.stop.is_set() or gcs_reachable(self.head_ip), wait_s):
+            raise HostFailure(f"head {head} ({self.head_ip}) did not answer within {wait_s:g}s (entry.head_wait_s)")
+        if self.stop.is_set():
+            raise Stopped(SIGTERM_REASON)
+        node = RayNode(node_spec(self.topology, f"{self.head_ip}:{GCS_PORT}"))
+        self.reaper.own.add(node.process.pid)
+        try:
+            while True:
+                self._check_stop()
+                self._check_node(node)
+                outcome = self._outcome()
+                if outcome is not None:
+                    log.info("the head says the job ended (code %s); leaving", outcome["code"])
+                    if self.stop.is_set():
+                        raise Stopped(outcome.get("reason") or SIGTERM_REASON)
+                    return 0
+                time.sleep(1)
+        finally:
+            node.stop()
+
+    def _check_stop(self) -> None:
+        if self.stop.is_set() and self.stop_deadline is None:
+            # SageMaker SIGTERMs every host at once: this node stays up while the training saves its
+            # current step (ranks on it take part), until the head says it is over or time is up.
+            wait_s = self.settings.stop_timeout_s + STOP_MARGIN_S
+            log.info("SIGTERM: staying up until the head ends the job (at most %.0fs)", wait_s)
+            self.stop_deadline = time.monotonic() + wait_s
+        if self.stop_deadline is not None and time.monotonic() > self.stop_deadline:
+            raise Stopped("stopped by SIGTERM; the head did not end the job in time")
+
+    def _check_node(self, node: RayNode) -> None:
+        if node.alive():
+            return
+        if self.stop.is_set():
+            raise Stopped("stopped by SIGTERM; the head ended the cluster")
+        if not gcs_reachable(self.head_ip):  # the node leaves when it loses the head: name the cause
+            raise HostFailure(
+                f"head {self.topology.head_host} unreachable and this host's Ray node gone with it; "
+                "the job's head host failed"
+            )
+        raise HostFailure(
+            f"the Ray node on {self.topology.current_host} exited (code {node.process.returncode}); "
+            f"see {node.spec.temp_dir}/ray-start.log"
+        )
+
+    def _outcome(self) -> dict | None:
+        """The head's word, if it has spoken; a head silent for longer than entry.lost_after_s has failed."""
+        try:
+            outcome = read_outcome(self.head_ip)
+            self.unreachable_since = None
+            return outcome
+        except OSError:
+            self.unreachable_since = self.unreachable_since or time.monotonic()
+            if time.monotonic() - self.unreachable_since <= self.settings.lost_after_s:
+                return None
+            if self.stop.is_set():  # every host was told to stop: the head leaving is no failure of its own
+                raise Stopped("stopped by SIGTERM; the head ended the cluster") from None
+            raise HostFailure(
+                f"head {self.topology.head_host} unreachable for {self.settings.lost_after_s:g}s; "
+                "the job's head host failed"
+            ) from None

@@ -1,0 +1,245 @@
+"""Every place raycluster reaches into LeRobot, and nowhere else: a new LeRobot release is a change here.
+
+Supported: LeRobot 0.6.x (tested with 0.6.1). The touch points, each with a test in
+``tests/test_lerobot_api.py``:
+
+- its flag parser (``parser.wrap`` over ``TrainPipelineConfig``, which reads ``sys.argv``);
+- ``lerobot_train.train(cfg, accelerator)``: LeRobot's whole loop on an Accelerator we build. LeRobot's main
+  branch drops the argument and builds the Accelerator itself from ``--parallelism.*``/``--accelerator.*``
+  flags; ``run_train`` and ``mixed_precision`` are what change then;
+- three functions ``train`` looks up in its module at every step, wrapped by ``hooked``: ``update_policy``
+  (one optimizer step), ``should_save_checkpoint`` and ``update_last_checkpoint`` (called once a
+  checkpoint is whole);
+- the checkpoint layout: ``checkpoints/<step>/{pretrained_model,training_state}``, ``checkpoints/last``.
+"""
+
+# No `from __future__ import annotations`: LeRobot's parser.wrap reads the annotation of the function it
+# wraps as a class, and a postponed annotation is a string.
+import contextlib
+import io
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from raycluster.errors import UsageError
+
+SUPPORTED = "0.6"
+"""The LeRobot release line this module is written against."""
+CHECKPOINTS, LAST, PRETRAINED_MODEL = "checkpoints", "last", "pretrained_model"
+"""LeRobot's names (``lerobot.utils.constants``), here so that no other module imports LeRobot for them."""
+
+
+def check_version() -> None:
+    from importlib.metadata import version
+
+    found = version("lerobot")
+    if not found.startswith(SUPPORTED + "."):
+        raise UsageError(
+            f"lerobot {found} is installed; raycluster supports lerobot {SUPPORTED}.x "
+            f"(pip install 'lerobot[training]=={SUPPORTED}.*')"
+        )
+
+
+@contextlib.contextmanager
+def lerobot_argv(args: list[str]) -> Iterator[None]:
+    """LeRobot's ``parser.wrap`` and ``TrainPipelineConfig.validate`` read ``sys.argv`` (``--config_path``,
+    ``--policy.path``): the flags are put there for the duration of the call."""
+    saved = sys.argv
+    sys.argv = ["lerobot-train", *args]
+    try:
+        yield
+    finally:
+        sys.argv = saved
+
+
+class _Tee(io.TextIOBase):
+    """stderr as it is, and a copy of what was written while it is in place."""
+
+    def __init__(self, stream):
+        self.stream, self.copy = stream, io.StringIO()
+
+    def write(self, text: str) -> int:
+        self.copy.write(text)
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def text(self) -> str:
+        return self.copy.getvalue()
+
+    def __enter__(self) -> "_Tee":
+        sys.stderr = self
+        return self
+
+    def __exit__(self, *exc) -> None:
+        sys.stderr = self.stream
+
+
+def parse_train_config(args: list[str], validate: bool):
+    """Parse ``args`` exactly as ``lerobot-train`` would; a rejected flag becomes a UsageError."""
+    from lerobot.configs import parser
+    from lerobot.configs.train import TrainPipelineConfig
+    from lerobot.scripts import lerobot_train  # importing it registers every policy type
+
+    lerobot_train.register_third_party_plugins()
+
+    @parser.wrap()
+    def _parsed(cfg: TrainPipelineConfig) -> TrainPipelineConfig:
+        return cfg
+
+    with lerobot_argv(args), _Tee(sys.stderr) as stderr:
+        try:
+            cfg = _parsed()
+        except SystemExit as exc:
+            # parser.wrap has printed LeRobot's usage and its own "error: ..." line; the latter says what is wrong.
+            said = [line.strip() for line in stderr.text().splitlines() if line.strip()]
+            start = max((i for i, line in enumerate(said) if "error:" in line), default=max(len(said) - 1, 0))
+            reason = " ".join(said[start:]) or f"exit {exc.code}"
+            raise UsageError(f"LeRobot rejected the training flags: {reason}") from None
+        except Exception as exc:  # draccus raises plain exceptions for unknown choices and fields
+            raise UsageError(f"LeRobot rejected the training flags: {exc}") from None
+        if validate:
+            try:
+                cfg.validate()
+            except (ValueError, FileExistsError, FileNotFoundError, NotImplementedError) as exc:
+                raise UsageError(f"LeRobot rejected the training config: {exc}") from None
+    return cfg
+
+
+def flag_value(args: list[str], name: str) -> str | None:
+    """The last value given for ``--name`` in ``args`` (LeRobot's last-wins rule), or None."""
+    value = None
+    for i, arg in enumerate(args):
+        if arg.startswith(f"--{name}="):
+            value = arg.split("=", 1)[1]
+        elif arg == f"--{name}" and i + 1 < len(args):
+            value = args[i + 1]
+    return value
+
+
+def checkpoints_dir(output_dir: Path) -> Path:
+    return Path(output_dir) / CHECKPOINTS
+
+
+def newest_checkpoint(output_dir: Path) -> Path | None:
+    """The step directory LeRobot's ``last`` link points at, or None before the first save."""
+    last = checkpoints_dir(output_dir) / LAST
+    return last.resolve() if last.exists() else None
+
+
+def resume_flags(output_dir: Path, step_dir: str, steps: int) -> list[str]:
+    """The flags that make ``lerobot-train`` resume from ``checkpoints/<step_dir>``."""
+    config_path = checkpoints_dir(output_dir) / step_dir / PRETRAINED_MODEL / "train_config.json"
+    return ["--resume=true", f"--config_path={config_path}", f"--output_dir={output_dir}", f"--steps={steps}"]
+
+
+def resumed_step(args: list[str]) -> int | None:
+    """The step a ``--resume=true --config_path=.../<step>/pretrained_model/train_config.json`` run starts from."""
+    if (flag_value(args, "resume") or "").lower() != "true":
+        return None
+    config_path = flag_value(args, "config_path")
+    return int(Path(config_path).parent.parent.name) if config_path else None
+
+
+def mixed_precision(cfg, use_gpu: bool) -> str | None:
+    """LeRobot's own rule (``lerobot_train.train`` builds its Accelerator this way): ``policy.dtype``
+    if the policy has one, else ``policy.use_amp`` with torch's autocast dtype for the device."""
+    import torch
+
+    policy_cfg = cfg.trainable_config
+    if hasattr(policy_cfg, "dtype"):
+        return {"bfloat16": "bf16", "float16": "fp16", "float32": "no"}.get(policy_cfg.dtype)
+    if getattr(policy_cfg, "use_amp", False):
+        dtype = torch.get_autocast_dtype("cuda" if use_gpu else "cpu")
+        return {torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
+    return None
+
+
+def build_accelerator(cfg, use_gpu: bool, precision: str):
+    """The Accelerator LeRobot would build for ``cfg``, on the process group Ray Train made.
+
+    ``cpu=True`` is required on CPU: without it every rank believes it is alone (no DDP, every
+    rank saves) and nothing errors. ``precision="auto"`` keeps LeRobot's own choice.
+    """
+    from accelerate import Accelerator
+    from accelerate.utils import DistributedDataParallelKwargs
+
+    return Accelerator(
+        step_scheduler_with_optimizer=False,
+        mixed_precision=mixed_precision(cfg, use_gpu) if precision == "auto" else precision,
+        kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)],
+        cpu=not use_gpu,
+    )
+
+
+class LoopHooks:
+    """What an observer of LeRobot's loop may do; each method is a no-op unless overridden."""
+
+    def before_step(self) -> None:
+        """Before an optimizer step; raising here ends the loop before it touches any collective."""
+
+    def after_step(self, step: int, loss: float, policy) -> None:
+        """After optimizer step ``step`` (counted from 1), with its loss and the (possibly DDP-wrapped) model."""
+
+    def save_now(self, step: int) -> bool:
+        """True: LeRobot saves ``step`` as a periodic checkpoint even off its ``--save_freq``."""
+        return False
+
+    def checkpoint_saved(self, step_dir: Path) -> None:
+        """LeRobot has written ``step_dir`` whole and pointed ``last`` at it."""
+
+
+@contextlib.contextmanager
+def hooked(hooks: Sequence[LoopHooks]) -> Iterator[None]:
+    """``hooks`` see every step and checkpoint of the ``train`` run inside; LeRobot's loop is not copied."""
+    from lerobot.scripts import lerobot_train
+
+    update, should_save, update_last = (
+        lerobot_train.update_policy,
+        lerobot_train.should_save_checkpoint,
+        lerobot_train.update_last_checkpoint,
+    )
+
+    def update_policy(train_metrics, policy, *args, **kwargs):
+        for hook in hooks:
+            hook.before_step()
+        result = update(train_metrics, policy, *args, **kwargs)
+        # LeRobot increments its tracker right after this returns: this step is steps + 1.
+        for hook in hooks:
+            hook.after_step(train_metrics.steps + 1, train_metrics.loss.val, policy)
+        return result
+
+    def should_save_checkpoint(step: int, save_freq: int, total_steps: int) -> bool:
+        return should_save(step, save_freq, total_steps) or any(hook.save_now(step) for hook in hooks)
+
+    def update_last_checkpoint(checkpoint_dir):
+        result = update_last(checkpoint_dir)
+        for hook in hooks:
+            hook.checkpoint_saved(Path(checkpoint_dir))
+        return result
+
+    lerobot_train.update_policy = update_policy
+    lerobot_train.should_save_checkpoint = should_save_checkpoint
+    lerobot_train.update_last_checkpoint = update_last_checkpoint
+    try:
+        yield
+    finally:
+        lerobot_train.update_policy = update
+        lerobot_train.should_save_checkpoint = should_save
+        lerobot_train.update_last_checkpoint = update_last
+
+
+def run_train(cfg, accelerator, args: list[str]) -> None:
+    """LeRobot's own training loop on ``accelerator``, with ``args`` as its ``sys.argv``."""
+    from lerobot.scripts import lerobot_train
+
+    with lerobot_argv(args):
+        lerobot_train.train(cfg, accelerator=accelerator)
+
+
+def run_main() -> None:
+    """``lerobot-train`` itself, reading ``sys.argv`` (the benchmark's baseline)."""
+    from lerobot.scripts import lerobot_train
+
+    lerobot_train.main()

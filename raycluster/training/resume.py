@@ -1,0 +1,78 @@
+"""Where an attempt of a run starts: as asked, from the keeper's newest complete checkpoint, or from a
+``last`` every rank has on its own node; and which checkpoint is the run's final one."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import ray
+
+from raycluster.checkpoints.transfer import fetch_directory
+from raycluster.training.lerobot_api import checkpoints_dir, newest_checkpoint, resume_flags, resumed_step
+
+log = logging.getLogger(__name__)
+
+PUBLISH_SETTLE_S = 600.0
+"""How long a restart waits for the failed attempt's in-flight publish before resuming without it."""
+
+
+@dataclass(frozen=True)
+class Start:
+    """How an attempt starts, decided by rank 0 and broadcast: the flags, and what it resumes from."""
+
+    args: list[str]
+    resumed_from: int | None = None
+    from_keeper: str | None = None
+    """A checkpoint every node must fetch from the keeper before LeRobot resumes from it."""
+
+
+def resume_source(keeper_step: int | None, local_steps: list[int | None], attempt: int) -> tuple[str, int] | None:
+    """Where an attempt resumes from: ``("keeper", step)``, ``("local", step)`` or None (start as asked).
+
+    Only a checkpoint every rank can reach will do: the keeper's (each node fetches it), or a ``last`` that
+    every rank sees on its own node (one node, or a shared filesystem), which then needs no fetch. A
+    first attempt resumes from the keeper alone (a restarted job); local files are only this run's own."""
+    shared = local_steps[0] if attempt > 1 and len(set(local_steps)) == 1 else None
+    if shared is not None and (keeper_step is None or shared >= keeper_step):
+        return "local", shared
+    return ("keeper", keeper_step) if keeper_step is not None else None
+
+
+def decide_start(args: list[str], keeper, cfg, attempt: int, local_steps: list[int | None]) -> Start:
+    """The flags of this attempt (see ``resume_source``). A failed attempt's output with nothing to resume
+    from is moved aside, not deleted."""
+    output_dir = Path(cfg.output_dir)
+    kept = None
+    if keeper is not None:
+        # A restart can come while the failed attempt's last upload is still being published: wait for it.
+        kept = ray.get(keeper.newest_complete.remote(settle_s=PUBLISH_SETTLE_S))
+    source = resume_source(int(kept) if kept else None, local_steps, attempt)
+    if source is not None and source[0] == "keeper":
+        log.info("attempt %d: resuming from the keeper's checkpoint %s", attempt, kept)
+        return Start(resume_flags(output_dir, kept, cfg.steps), source[1], kept)
+    if source is not None:
+        name = newest_checkpoint(output_dir).name  # rank 0's own `last`, which every rank sees too
+        log.info("attempt %d: resuming from %s, which every rank has on its node", attempt, name)
+        return Start(resume_flags(output_dir, name, cfg.steps), source[1])
+    if attempt == 1:
+        return Start(args, resumed_step(args))
+    if output_dir.exists():
+        aside = output_dir.with_name(f"{output_dir.name}.attempt{attempt - 1}")
+        shutil.move(output_dir, aside)
+        log.warning("attempt %d: no checkpoint every rank can reach; moved %s aside to %s", attempt, output_dir, aside)
+    return Start(args)
+
+
+def final_checkpoint(keeper, output_dir: Path, published: list[str]) -> Path | None:
+    """The newest checkpoint of the run: this node's ``last``, unless the keeper holds a newer complete
+    one (``published``: a restart resumed past what this node saved), which is then fetched here first."""
+    local = newest_checkpoint(output_dir)
+    if not published or (local is not None and int(local.name) >= int(published[-1])):
+        return local
+    name = published[-1]
+    target = checkpoints_dir(output_dir) / name
+    fetch_directory(keeper, name, target)
+    return target

@@ -1,0 +1,91 @@
+"""One test per place raycluster reaches into LeRobot (``raycluster/training/lerobot_api.py``): a new LeRobot
+release that moves any of them fails here, by name, before any cluster test does."""
+
+import inspect
+from importlib.metadata import version
+
+import pytest
+from lerobot.scripts import lerobot_train
+from lerobot.utils import constants
+
+from conftest import COMMON, TINY_ACT, dataset_flags
+from raycluster.errors import UsageError
+from raycluster.training import lerobot_api
+from raycluster.training.lerobot_api import LoopHooks
+
+
+def test_the_installed_lerobot_is_the_supported_line():
+    assert version("lerobot").startswith(lerobot_api.SUPPORTED + ".")
+    lerobot_api.check_version()
+
+
+def test_checkpoint_layout_names_are_lerobots():
+    assert lerobot_api.CHECKPOINTS == constants.CHECKPOINTS_DIR
+    assert lerobot_api.LAST == constants.LAST_CHECKPOINT_LINK
+    assert lerobot_api.PRETRAINED_MODEL == constants.PRETRAINED_MODEL_DIR
+
+
+def test_flag_parser_parses_and_names_what_it_rejects(tmp_path):
+    cfg = lerobot_api.parse_train_config(["--dataset.repo_id=x/y", *TINY_ACT, f"--output_dir={tmp_path}"], False)
+    assert cfg.policy.type == "act" and cfg.policy.dim_model == 64
+    with pytest.raises(UsageError, match="no_such_field"):
+        lerobot_api.parse_train_config(["--dataset.repo_id=x/y", "--policy.type=act", "--no_such_field=1"], False)
+
+
+def global_names(code) -> set[str]:
+    """The names a function (and the functions nested in it) looks up at run time."""
+    nested = [global_names(const) for const in code.co_consts if inspect.iscode(const)]
+    return set(code.co_names).union(*nested)
+
+
+def test_train_takes_our_accelerator_and_looks_up_the_hooked_functions_per_call():
+    assert "accelerator" in inspect.signature(lerobot_train.train).parameters
+    # Wrapping works only while `train` resolves these through its module's globals at call time.
+    looked_up = global_names(inspect.unwrap(lerobot_train.train).__code__)
+    assert {"update_policy", "should_save_checkpoint", "update_last_checkpoint"} <= looked_up
+    assert list(inspect.signature(lerobot_train.should_save_checkpoint).parameters) == [
+        "step",
+        "save_freq",
+        "total_steps",
+    ]
+    assert list(inspect.signature(lerobot_train.update_last_checkpoint).parameters) == ["checkpoint_dir"]
+    assert list(inspect.signature(lerobot_train.update_policy).parameters)[:2] == ["train_metrics", "policy"]
+
+
+class Seen(LoopHooks):
+    def __init__(self):
+        self.steps, self.losses, self.saved = [], [], []
+
+    def after_step(self, step, loss, policy):
+        self.steps.append(step)
+        self.losses.append(loss)
+
+    def save_now(self, step):
+        return step == 2
+
+    def checkpoint_saved(self, step_dir):
+        assert (step_dir / lerobot_api.PRETRAINED_MODEL / "train_config.json").is_file()  # whole when we hear of it
+        self.saved.append(step_dir.name)
+
+
+def test_hooks_see_every_step_and_checkpoint_of_lerobots_own_loop(dataset, tmp_path, capfd):
+    out = tmp_path / "out"
+    args = [
+        *dataset_flags(dataset),
+        *TINY_ACT,
+        *COMMON,
+        "--steps=3",
+        "--save_freq=100",
+        "--log_freq=1",
+        f"--output_dir={out}",
+    ]
+    cfg = lerobot_api.parse_train_config(args, validate=True)
+    seen = Seen()
+    with lerobot_api.hooked([seen]):
+        lerobot_api.run_train(cfg, lerobot_api.build_accelerator(cfg, use_gpu=False, precision="auto"), args)
+    assert seen.steps == [1, 2, 3]
+    assert seen.saved == ["000002", "000003"]  # ours at 2 (off --save_freq), LeRobot's final at 3
+    assert lerobot_api.newest_checkpoint(out).name == "000003"
+    assert lerobot_api.resumed_step(lerobot_api.resume_flags(out, "000002", 3)) == 2
+    assert lerobot_train.update_policy.__name__ == "update_policy"  # unhooked again
+    assert lerobot_train.update_policy.__module__ == "lerobot.scripts.lerobot_train"
