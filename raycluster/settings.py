@@ -18,6 +18,7 @@ from draccus.utils import DecodingError
 from raycluster.errors import UsageError
 
 KINDS = {"bool": "true or false", "int": "int", "float": "a number"}
+TEXT = ("str", "str | None")
 
 
 def _wrapper(cls: type, group: str) -> type:
@@ -56,18 +57,22 @@ def parse_group[T](
     for name in texts:
         if name not in kinds:
             raise UsageError(f"unknown {noun} {label(name)}; known: {', '.join(label(k) for k in kinds)}")
+    # Text settings are taken as given: draccus reads values as YAML, where `no` would become False.
+    raw = {k: v for k, v in texts.items() if kinds[k] in TEXT}
+    decoded = {k: v for k, v in texts.items() if k not in raw}
     try:
-        parsed = getattr(
-            draccus.parse(_wrapper(cls, group), args=[f"--{group}.{k}={v}" for k, v in texts.items()]), group
-        )
+        flags = [f"--{group}.{k}={v}" for k, v in decoded.items()]
+        parsed = getattr(draccus.parse(_wrapper(cls, group), args=flags), group)
     except DecodingError as exc:
-        name = next((k for k in texts if f"{group}.{k}`" in str(exc)), "")
+        name = next((k for k in decoded if f"{group}.{k}`" in str(exc)), "")
         kind = KINDS.get(str(kinds.get(name)), str(kinds.get(name)))
         raise UsageError(f"{noun} {label(name)} must be {kind}, got {texts.get(name)!r}") from None
-    for name in texts:  # draccus reads `null` as None, which only an optional field may hold
+    for name in decoded:  # draccus reads `null` as None, which only an optional field may hold
         if getattr(parsed, name) is None and "None" not in str(kinds[name]):
             kind = KINDS.get(str(kinds[name]), str(kinds[name]))
             raise UsageError(f"{noun} {label(name)} must be {kind}, got {texts[name]!r}")
+    optional_null = {k: None for k, v in raw.items() if v == "null" and kinds[k] == "str | None"}
+    parsed = dataclasses.replace(parsed, **{**raw, **optional_null})
     check = getattr(parsed, "check", None)
     if check is not None:
         check()

@@ -38,3 +38,9 @@ def test_flags_round_trip():
 def test_bad_cluster_flags_name_the_field(flag, names):
     with pytest.raises(UsageError, match=names):
         split_cluster_args([flag])
+
+
+def test_text_settings_are_taken_as_given():
+    # Read as YAML, `no` would be False: the mixed precision "no" must stay the word it is.
+    config, _ = split_cluster_args(["--cluster.mixed_precision=no", "--cluster.model_dir=null"])
+    assert config.mixed_precision == "no" and config.model_dir == "null"

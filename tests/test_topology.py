@@ -142,7 +142,7 @@ def test_hyperparameters_become_flags_as_given():
 @pytest.mark.parametrize(
     ("hps", "message"),
     [
-        ({"entry__job": "null"}, "entry__job must be str, got 'null'"),
+        ({"entry__job": "null"}, "entry__job='null' must be a .py script inside the source directory"),
         ({"entry__job": "../x.py"}, "entry__job='../x.py' must be a .py script inside"),
         ({"entry__job": "/opt/ml/x.py"}, "entry__job='/opt/ml/x.py' must be a .py script inside"),
         ({"entry__join_timeout_s": "-1"}, "entry__join_timeout_s=-1.0 must be a finite number > 0"),
