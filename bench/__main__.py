@@ -111,6 +111,16 @@ class Bench:
             ("training", "end-to-end wall s", wall, ours["wall"], f"{ours['wall'] - wall:+.1f} s", "<= +10 s"),
         ]
 
+    def curves(self) -> None:
+        """What recording the curves costs the loop, in its worst case: every step logged."""
+        off = self.raycluster("curves-off", "--cluster.track=none", "--log_freq=1")
+        on = self.raycluster("curves-on", "--log_freq=1")
+        cost = 1 - on["samples_per_s"] / off["samples_per_s"]
+        self.rows.append(
+            ("curves", "loop samples/s, every step logged", off["samples_per_s"], on["samples_per_s"],
+             f"{cost:+.1%}", "< 1% slower")
+        )  # fmt: skip
+
     def checkpoint_stall(self, every: int = 5) -> None:
         none = self.raycluster("ckpt-none")
         local = self.raycluster("ckpt-local", save_freq=every)
@@ -218,13 +228,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=80)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--only", choices=["training", "checkpoints", "recovery", "interruption"])
+    parser.add_argument("--only", choices=["training", "curves", "checkpoints", "recovery", "interruption"])
     parser.add_argument("--keep", action="store_true", help="keep the work dir (datasets, runs, checkpoints)")
     args = parser.parse_args()
     bench = Bench(args.steps, args.workers)
     try:
         for part, run in (
             ("training", bench.training),
+            ("curves", bench.curves),
             ("checkpoints", bench.checkpoint_stall),
             ("recovery", bench.recovery),
             ("interruption", bench.interruption),

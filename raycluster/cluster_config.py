@@ -40,6 +40,11 @@ class ClusterConfig:
     mixed_precision: str = "auto"
     """``auto`` follows LeRobot's own flags (``policy.dtype``, else ``policy.use_amp``, which means fp16
     on CUDA); ``bf16``/``fp16``/``no`` override it, for policies such as ACT that have no dtype flag."""
+    track: str = "trackio"
+    """``trackio``: record every logged step's loss, throughput, hardware and the run's events with trackio
+    (local files, nothing sent anywhere), draw ``raycluster_curves.png``; ``none``: record nothing."""
+    curves_every_s: float = 30.0
+    """How often the curves' store is published beside the checkpoints (``<checkpoint_dir>/curves/``)."""
 
     def check(self) -> None:
         if self.num_workers < 1:
@@ -50,6 +55,10 @@ class ClusterConfig:
             raise UsageError(f"--cluster.cpus_per_worker must be a finite number > 0, got {self.cpus_per_worker}")
         if self.keep_checkpoints < 0:
             raise UsageError(f"--cluster.keep_checkpoints must be >= 0 (0 keeps all), got {self.keep_checkpoints}")
+        if not (math.isfinite(self.curves_every_s) and self.curves_every_s > 0):
+            raise UsageError(f"--cluster.curves_every_s must be a finite number > 0, got {self.curves_every_s}")
+        if self.track not in ("trackio", "none"):
+            raise UsageError(f"--cluster.track must be trackio or none, got {self.track!r}")
         if self.mixed_precision not in ("auto", "no", "fp16", "bf16"):
             raise UsageError(f"--cluster.mixed_precision must be auto, no, fp16 or bf16, got {self.mixed_precision!r}")
         for name in ("checkpoint_dir", "model_dir"):

@@ -9,7 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import boto3
 import pytest
+from moto.server import ThreadedMotoServer
 
 from raycluster.dataset import SyntheticDatasetSpec, make_synthetic_dataset
 from raycluster.demo import TINY_ACT
@@ -83,3 +85,24 @@ def run_cli(*args: str, timeout: float = 600, cwd: Path = REPO) -> subprocess.Co
 def logged_losses(output: str) -> dict[int, float]:
     """LeRobot's own per-step log lines (``step:N ... loss:X``), as printed by rank 0."""
     return {int(step): float(loss) for step, loss in LOSS_LINE.findall(output)}
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint():
+    """A moto S3 server on loopback (bucket ``ckpts``), reached by real boto3 through AWS_ENDPOINT_URL."""
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    server.start()
+    host, port = server.get_host_and_port()
+    env = {
+        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    boto3.client("s3").create_bucket(Bucket="ckpts")
+    yield env
+    for k, v in saved.items():
+        os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+    server.stop()

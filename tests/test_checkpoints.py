@@ -14,7 +14,6 @@ from concurrent.futures import ThreadPoolExecutor
 import boto3
 import pytest
 import ray
-from moto.server import ThreadedMotoServer
 
 from conftest import COMMON as SHARED
 from conftest import REPO, TINY_ACT, dataset_flags, run_cli
@@ -36,26 +35,6 @@ def local_ray(tmp_path_factory):
     )
     yield
     ray.shutdown()
-
-
-@pytest.fixture(scope="module")
-def s3_endpoint():
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    host, port = server.get_host_and_port()
-    env = {
-        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
-        "AWS_ACCESS_KEY_ID": "test",
-        "AWS_SECRET_ACCESS_KEY": "test",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    boto3.client("s3").create_bucket(Bucket="ckpts")
-    yield env
-    for k, v in saved.items():
-        os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
-    server.stop()
 
 
 def fake_checkpoint(path, payload=b"x" * 3_000_000):

@@ -8,7 +8,7 @@ import pytest
 from lerobot.scripts import lerobot_train
 from lerobot.utils import constants
 
-from conftest import COMMON, TINY_ACT, dataset_flags
+from conftest import COMMON, TINY_ACT, dataset_flags, logged_losses
 from raycluster.errors import UsageError
 from raycluster.training import lerobot_api
 from raycluster.training.lerobot_api import LoopHooks
@@ -42,7 +42,7 @@ def test_train_takes_our_accelerator_and_looks_up_the_hooked_functions_per_call(
     assert "accelerator" in inspect.signature(lerobot_train.train).parameters
     # Wrapping works only while `train` resolves these through its module's globals at call time.
     looked_up = global_names(inspect.unwrap(lerobot_train.train).__code__)
-    assert {"update_policy", "should_save_checkpoint", "update_last_checkpoint"} <= looked_up
+    assert {"update_policy", "should_save_checkpoint", "update_last_checkpoint", "reset_averages"} <= looked_up
     assert list(inspect.signature(lerobot_train.should_save_checkpoint).parameters) == [
         "step",
         "save_freq",
@@ -54,11 +54,14 @@ def test_train_takes_our_accelerator_and_looks_up_the_hooked_functions_per_call(
 
 class Seen(LoopHooks):
     def __init__(self):
-        self.steps, self.losses, self.saved = [], [], []
+        self.steps, self.losses, self.saved, self.logged_losses = [], [], [], {}
 
     def after_step(self, step, loss, policy):
         self.steps.append(step)
         self.losses.append(loss)
+
+    def logged(self, step, metrics):
+        self.logged_losses[step] = metrics["loss"]
 
     def save_now(self, step):
         return step == 2
@@ -68,7 +71,7 @@ class Seen(LoopHooks):
         self.saved.append(step_dir.name)
 
 
-def test_hooks_see_every_step_and_checkpoint_of_lerobots_own_loop(dataset, tmp_path, capfd):
+def test_hooks_see_every_step_and_checkpoint_of_lerobots_own_loop(dataset, tmp_path, capfd, caplog):
     out = tmp_path / "out"
     args = [
         *dataset_flags(dataset),
@@ -84,6 +87,10 @@ def test_hooks_see_every_step_and_checkpoint_of_lerobots_own_loop(dataset, tmp_p
     with lerobot_api.hooked([seen]):
         lerobot_api.run_train(cfg, lerobot_api.build_accelerator(cfg, use_gpu=False, precision="auto"), args)
     assert seen.steps == [1, 2, 3]
+    # What a logged step hands the hooks is what LeRobot printed for it.
+    printed = logged_losses(capfd.readouterr().err + caplog.text)
+    assert sorted(printed) == sorted(seen.logged_losses) == [1, 2, 3]
+    assert all(f"{seen.logged_losses[step]:.3f}" == f"{printed[step]:.3f}" for step in printed)
     assert seen.saved == ["000002", "000003"]  # ours at 2 (off --save_freq), LeRobot's final at 3
     assert lerobot_api.newest_checkpoint(out).name == "000003"
     assert lerobot_api.resumed_step(lerobot_api.resume_flags(out, "000002", 3)) == 2

@@ -10,9 +10,10 @@ import sys
 import time
 from pathlib import Path
 
+import boto3
 import pytest
 
-from conftest import REPO, TINY_ACT_HPS
+from conftest import REPO, TINY_ACT_HPS, run_cli
 from raycluster.checkpoints.store import LocalStore
 from raycluster.layout import OUTCOME_PORT
 
@@ -166,11 +167,15 @@ def logged_steps(log: Path) -> list[int]:
     return [int(step) for step in re.findall(r"step:(\d+) ", log.read_text())]
 
 
-def test_sigterm_on_every_host_saves_the_step_reached_and_the_restarted_job_resumes_from_it(dataset, tmp_path):
+def test_sigterm_on_every_host_saves_the_step_reached_and_the_restarted_job_resumes_from_it(
+    dataset, tmp_path, s3_endpoint
+):
     # A --save_freq far beyond where the run gets: only the save on SIGTERM can keep its steps.
-    first, hps = tmp_path / "first", {**TINY_ACT_HPS, "steps": 2000, "save_freq": 1000, "log_freq": 1}
+    first = tmp_path / "first"
+    hps = {**TINY_ACT_HPS, "steps": 2000, "save_freq": 1000, "log_freq": 1, "cluster__curves_every_s": 2}
     sim = start_sim(first, 2, hps, dataset)
     wait_for_log(first / "algo-1" / "log.txt", "step:3 ")
+    assert_curves_of_the_running_job_can_be_looked_at(first)
     time.sleep(random.uniform(0, 3))  # a moment the test does not choose
     reached = max(logged_steps(first / "algo-1" / "log.txt"))
     sim.send_signal(signal.SIGTERM)  # the sim forwards SIGTERM to every host's entry point, as SageMaker does
@@ -202,6 +207,40 @@ def test_sigterm_on_every_host_saves_the_step_reached_and_the_restarted_job_resu
     assert all(h["exit_code"] == 0 for h in result.values()), result
     summary = json.loads((second / "algo-1" / "opt" / "ml" / "model" / "raycluster_summary.json").read_text())
     assert summary["resumed_from"] == step and summary["final_step"] == step + 2
+
+
+def assert_curves_of_the_running_job_can_be_looked_at(workdir: Path) -> None:
+    """`raycluster curves --job` while the job runs: what SageMaker has synced of /opt/ml/checkpoints to the
+    job's checkpoint S3 URI (here: the test copies it to the moto server, as SageMaker's sync would)."""
+    synced = workdir / "algo-1" / "opt" / "ml" / "checkpoints"
+    wait_for(lambda: (synced / "lerobot" / "curves" / "raycluster.db").exists(), 60)
+    s3, job = boto3.client("s3"), "sim-curves"
+    for path in synced.rglob("*"):
+        if path.is_file():
+            s3.upload_file(str(path), "ckpts", f"{job}/{path.relative_to(synced)}")
+    boto3.client("sagemaker").create_training_job(
+        TrainingJobName=job,
+        AlgorithmSpecification={"TrainingImage": "raycluster-sim:local", "TrainingInputMode": "File"},
+        RoleArn="arn:aws:iam::123456789012:role/SageMakerRole",
+        OutputDataConfig={"S3OutputPath": "s3://ckpts/out"},
+        ResourceConfig={"InstanceType": "ml.c5.xlarge", "InstanceCount": 2, "VolumeSizeInGB": 10},
+        StoppingCondition={"MaxRuntimeInSeconds": 3600},
+        CheckpointConfig={"S3Uri": f"s3://ckpts/{job}"},
+    )
+    reached = max(logged_steps(workdir / "algo-1" / "log.txt"))
+    shown = run_cli("curves", "--job", job, "--no-serve", timeout=120)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    first, last = map(
+        int, re.search(r"run train: loss at \d+ logged steps, step (\d+) -> (\d+)", shown.stdout).groups()
+    )
+    assert first == 1 and 1 < last <= reached, (shown.stdout, reached)
+
+
+def wait_for(predicate, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.5)
 
 
 def test_a_save_that_misses_the_deadline_leaves_the_previous_checkpoint_newest(dataset, tmp_path):

@@ -1,16 +1,21 @@
 """Real LeRobot training under Ray Train on a private local cluster (2 CPU workers)."""
 
+import json
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
+import numpy as np
 import pytest
+from PIL import Image
 
 from conftest import COMMON, TINY_ACT, dataset_flags, logged_losses, run_cli
 from raycluster.demo import TINY_DIFFUSION
 from raycluster.training.summary import read_summary
+from test_dashboard_browser import CHROMIUM
 
 pytestmark = pytest.mark.slow
 
@@ -34,8 +39,9 @@ def temp_leftovers() -> set[str]:
 def act_run(dataset, tmp_path_factory):
     out = tmp_path_factory.mktemp("act") / "run"
     before = temp_leftovers()
-    train(dataset, *TINY_ACT, "--steps=20", "--save_freq=10", "--log_freq=5", f"--output_dir={out}")
+    result = train(dataset, *TINY_ACT, "--steps=20", "--save_freq=10", "--log_freq=5", f"--output_dir={out}")
     assert temp_leftovers() - before == set()
+    (out.parent / "output.txt").write_text(result.stdout + result.stderr)
     return out
 
 
@@ -113,3 +119,64 @@ def test_a_run_that_saves_no_checkpoint_still_ends_well_with_a_model_dir(dataset
     )
     assert "nothing to publish to the model dir" in result.stdout + result.stderr
     assert read_summary(tmp_path / "model")["final_step"] == 2
+
+
+def test_the_run_leaves_curves_with_the_logged_numbers_and_a_picture_whose_loss_falls(act_run):
+    png = Path(read_summary(act_run)["curves"])
+    assert png == act_run / "raycluster_curves.png"
+    image = np.asarray(Image.open(png).convert("RGB")).astype(int)
+    assert image.std() > 10  # not blank
+    upper = image[: image.shape[0] // 2]  # the loss panel; its line is matplotlib's first colour
+    ys, xs = np.nonzero(np.abs(upper - [31, 119, 180]).sum(axis=2) < 40)
+    assert ys[xs > xs.max() - 10].mean() > ys[xs < xs.min() + 10].mean()  # its right end sits lower: it fell
+    printed = logged_losses((act_run.parent / "output.txt").read_text())
+    recorded = {row["step"]: row["loss"] for row in recorded_rows(act_run)[act_run.name] if "loss" in row}
+    assert sorted(recorded) == sorted(printed) == [5, 10, 15, 20]
+    assert all(f"{recorded[step]:.3f}" == f"{printed[step]:.3f}" for step in printed)
+
+
+def test_the_curves_dashboard_shows_one_loss_point_per_logged_step(act_run):
+    from playwright.sync_api import sync_playwright
+
+    port = 7871
+    server = subprocess.Popen(
+        [sys.executable, "-m", "raycluster", "curves", str(act_run), f"--port={port}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        assert "loss at 4 logged steps" in server.stdout.readline()
+        seen: list[dict] = []
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+            page = browser.new_page()
+            page.on("response", lambda r: "/api/get_logs_batch" in r.url and seen.append(r.json()))
+            wait_for_dashboard(page, f"http://127.0.0.1:{port}/?project=raycluster")
+            page.get_by_text("loss", exact=True).first.wait_for(timeout=60_000)
+            page.screenshot(path=str(act_run.parent / "curves-dashboard.png"))
+            browser.close()
+        logs = [run["logs"] for answer in seen for run in answer["data"] if run["run"] == act_run.name]
+        assert logs and sorted(row["step"] for row in logs[-1] if "loss" in row) == [5, 10, 15, 20]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def recorded_rows(run_dir: Path) -> dict[str, list[dict]]:
+    """What the run's store holds, read by trackio in a process of its own (it reads TRACKIO_DIR once)."""
+    code = "import json, sys; from pathlib import Path; from raycluster.curves.view import series; "
+    code += "print(json.dumps(series(Path(sys.argv[1]))))"
+    result = subprocess.run([sys.executable, "-c", code, str(run_dir / "curves")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+def wait_for_dashboard(page, url: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            page.goto(url, timeout=10_000)
+            return
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)

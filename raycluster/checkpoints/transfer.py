@@ -7,6 +7,8 @@ import logging
 import os
 import shutil
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import ray
@@ -77,8 +79,9 @@ class Shipper:
     """Uploads rank 0's checkpoints in a background thread with a queue of one: a checkpoint that is
     still waiting when a newer one is saved is skipped (logged), the one in flight always completes."""
 
-    def __init__(self, keeper):
-        self.keeper = keeper
+    def __init__(self, keeper, on_published: Callable[[str, float, int], None] | None = None):
+        """``on_published(name, seconds, bytes)``: after each checkpoint the keeper has published."""
+        self.keeper, self.on_published = keeper, on_published
         self._pending: Path | None = None
         self._busy = False
         self._cond = threading.Condition()
@@ -106,7 +109,11 @@ class Shipper:
                     self._cond.wait()
                 source, self._pending, self._busy = self._pending, None, True
             try:
+                started = time.monotonic()
+                size = sum(p.stat().st_size for p in source.rglob("*") if p.is_file())
                 send_directory(self.keeper, source, source.name)
+                if self.on_published is not None:
+                    self.on_published(source.name, time.monotonic() - started, size)
                 prune_older(source)
             except Exception as exc:  # an upload failure must not stop training; the next save retries
                 cause = getattr(exc, "cause", None) or exc  # Ray wraps the keeper's own error

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from raycluster.cli import (
+    cmd_curves,
     cmd_dashboard,
     cmd_dataset,
     cmd_demo,
@@ -19,7 +20,18 @@ from raycluster.cli import (
 from raycluster.errors import UsageError
 from raycluster.logs import configure
 
-VERBS = (cmd_demo, cmd_dataset, cmd_train, cmd_sim, cmd_launch, cmd_status, cmd_dashboard, cmd_up, cmd_probe)
+VERBS = (
+    cmd_demo,
+    cmd_dataset,
+    cmd_train,
+    cmd_curves,
+    cmd_sim,
+    cmd_launch,
+    cmd_status,
+    cmd_dashboard,
+    cmd_up,
+    cmd_probe,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

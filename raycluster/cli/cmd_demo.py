@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -31,4 +32,7 @@ def run(args: argparse.Namespace) -> int:
     cluster, lerobot_args = split_cluster_args(plan.train_flags(output_dir))
     summary = run_training(cluster, lerobot_args)
     print(json.dumps(asdict(summary), indent=2))
+    if summary.curves:
+        print(f"the run's picture (loss and samples/s over steps): {summary.curves}")
+        print(f"its dashboard: .venv/bin/raycluster curves {os.path.relpath(output_dir)}")
     return 0

@@ -16,6 +16,7 @@ PACKAGE = "raycluster"
 TORCHCODEC = {"2.8": ">=0.6,<0.8", "2.9": ">=0.8,<0.10", "2.10": ">=0.10,<0.11", "2.11": ">=0.11,<0.12"}
 # The PyTorch training DLCs whose Python lerobot (>=3.12) can run on: py312 from 2.8 on.
 DLC_PYTHON = "py312"
+CONTAINER_EXTRA = "curves"
 
 
 def torch_release(version: str) -> str:
@@ -32,13 +33,16 @@ def torch_release(version: str) -> str:
 
 
 def requirements() -> list[str]:
-    """raycluster's runtime dependencies as its metadata declares them, less torch (the DLC's)."""
+    """raycluster's runtime dependencies as its metadata declares them, with the curves extra (every job
+    records its curves), less torch (the DLC's)."""
     required = importlib.metadata.requires(PACKAGE) or []
     kept = []
     for line in required:
         requirement = Requirement(line)
         if requirement.marker is not None and "extra" in str(requirement.marker):
-            continue
+            if not requirement.marker.evaluate({"extra": CONTAINER_EXTRA}):
+                continue
+            requirement.marker = None
         if requirement.name == "torch":
             continue
         kept.append(str(requirement))

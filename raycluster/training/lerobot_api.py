@@ -9,19 +9,20 @@ Supported: LeRobot 0.6.x (tested with 0.6.1). The touch points, each with a test
   flags; ``run_train`` and ``mixed_precision`` are what change then;
 - three functions ``train`` looks up in its module at every step, wrapped by ``hooked``: ``update_policy``
   (one optimizer step), ``should_save_checkpoint`` and ``update_last_checkpoint`` (called once a
-  checkpoint is whole);
+  checkpoint is whole); and ``MetricsTracker.reset_averages``, which ``train`` calls right after it logged a
+  step, when the tracker holds exactly the numbers it printed;
 - the checkpoint layout: ``checkpoints/<step>/{pretrained_model,training_state}``, ``checkpoints/last``.
 """
 
 # No `from __future__ import annotations`: LeRobot's parser.wrap reads the annotation of the function it
 # wraps as a class, and a postponed annotation is a string.
 import contextlib
-import io
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from raycluster.errors import UsageError
+from raycluster.training.stderr_copy import StderrCopy
 
 SUPPORTED = "0.6"
 """The LeRobot release line this module is written against."""
@@ -52,30 +53,6 @@ def lerobot_argv(args: list[str]) -> Iterator[None]:
         sys.argv = saved
 
 
-class _Tee(io.TextIOBase):
-    """stderr as it is, and a copy of what was written while it is in place."""
-
-    def __init__(self, stream):
-        self.stream, self.copy = stream, io.StringIO()
-
-    def write(self, text: str) -> int:
-        self.copy.write(text)
-        return self.stream.write(text)
-
-    def flush(self) -> None:
-        self.stream.flush()
-
-    def text(self) -> str:
-        return self.copy.getvalue()
-
-    def __enter__(self) -> "_Tee":
-        sys.stderr = self
-        return self
-
-    def __exit__(self, *exc) -> None:
-        sys.stderr = self.stream
-
-
 def parse_train_config(args: list[str], validate: bool):
     """Parse ``args`` exactly as ``lerobot-train`` would; a rejected flag becomes a UsageError."""
     from lerobot.configs import parser
@@ -88,7 +65,7 @@ def parse_train_config(args: list[str], validate: bool):
     def _parsed(cfg: TrainPipelineConfig) -> TrainPipelineConfig:
         return cfg
 
-    with lerobot_argv(args), _Tee(sys.stderr) as stderr:
+    with lerobot_argv(args), StderrCopy(sys.stderr) as stderr:
         try:
             cfg = _parsed()
         except SystemExit as exc:
@@ -182,6 +159,10 @@ class LoopHooks:
     def after_step(self, step: int, loss: float, policy) -> None:
         """After optimizer step ``step`` (counted from 1), with its loss and the (possibly DDP-wrapped) model."""
 
+    def logged(self, step: int, metrics: dict) -> None:
+        """LeRobot has just logged ``step``: ``metrics`` are the numbers it printed (loss, grad_norm, lr,
+        update_s, dataloading_s, samples_per_s, ...), already reduced across ranks."""
+
     def save_now(self, step: int) -> bool:
         """True: LeRobot saves ``step`` as a periodic checkpoint even off its ``--save_freq``."""
         return False
@@ -194,7 +175,9 @@ class LoopHooks:
 def hooked(hooks: Sequence[LoopHooks]) -> Iterator[None]:
     """``hooks`` see every step and checkpoint of the ``train`` run inside; LeRobot's loop is not copied."""
     from lerobot.scripts import lerobot_train
+    from lerobot.utils.logging_utils import MetricsTracker
 
+    reset, seen = MetricsTracker.reset_averages, {}
     update, should_save, update_last = (
         lerobot_train.update_policy,
         lerobot_train.should_save_checkpoint,
@@ -202,6 +185,7 @@ def hooked(hooks: Sequence[LoopHooks]) -> Iterator[None]:
     )
 
     def update_policy(train_metrics, policy, *args, **kwargs):
+        seen["tracker"] = train_metrics
         for hook in hooks:
             hook.before_step()
         result = update(train_metrics, policy, *args, **kwargs)
@@ -219,12 +203,21 @@ def hooked(hooks: Sequence[LoopHooks]) -> Iterator[None]:
             hook.checkpoint_saved(Path(checkpoint_dir))
         return result
 
+    def reset_averages(tracker):
+        if tracker is seen.get("tracker"):  # the training tracker, not an evaluation's
+            metrics = tracker.to_dict()
+            for hook in hooks:
+                hook.logged(int(metrics["steps"]), metrics)
+        return reset(tracker)
+
+    MetricsTracker.reset_averages = reset_averages
     lerobot_train.update_policy = update_policy
     lerobot_train.should_save_checkpoint = should_save_checkpoint
     lerobot_train.update_last_checkpoint = update_last_checkpoint
     try:
         yield
     finally:
+        MetricsTracker.reset_averages = reset
         lerobot_train.update_policy = update
         lerobot_train.should_save_checkpoint = should_save
         lerobot_train.update_last_checkpoint = update_last

@@ -27,6 +27,8 @@ class Start:
     resumed_from: int | None = None
     from_keeper: str | None = None
     """A checkpoint every node must fetch from the keeper before LeRobot resumes from it."""
+    attempt: int = 1
+    """1, then one more for each worker-group restart."""
 
 
 def resume_source(keeper_step: int | None, local_steps: list[int | None], attempt: int) -> tuple[str, int] | None:
@@ -52,18 +54,18 @@ def decide_start(args: list[str], keeper, cfg, attempt: int, local_steps: list[i
     source = resume_source(int(kept) if kept else None, local_steps, attempt)
     if source is not None and source[0] == "keeper":
         log.info("attempt %d: resuming from the keeper's checkpoint %s", attempt, kept)
-        return Start(resume_flags(output_dir, kept, cfg.steps), source[1], kept)
+        return Start(resume_flags(output_dir, kept, cfg.steps), source[1], kept, attempt)
     if source is not None:
         name = newest_checkpoint(output_dir).name  # rank 0's own `last`, which every rank sees too
         log.info("attempt %d: resuming from %s, which every rank has on its node", attempt, name)
-        return Start(resume_flags(output_dir, name, cfg.steps), source[1])
+        return Start(resume_flags(output_dir, name, cfg.steps), source[1], attempt=attempt)
     if attempt == 1:
         return Start(args, resumed_step(args))
     if output_dir.exists():
         aside = output_dir.with_name(f"{output_dir.name}.attempt{attempt - 1}")
         shutil.move(output_dir, aside)
         log.warning("attempt %d: no checkpoint every rank can reach; moved %s aside to %s", attempt, output_dir, aside)
-    return Start(args)
+    return Start(args, attempt=attempt)
 
 
 def final_checkpoint(keeper, output_dir: Path, published: list[str]) -> Path | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import shutil
 import tempfile
 import threading
 import time
@@ -21,6 +22,7 @@ from raycluster.checkpoints.keeper import keeper_on_this_node
 from raycluster.checkpoints.store import open_store
 from raycluster.cluster_config import ClusterConfig
 from raycluster.connect import check_capacity, ray_cluster
+from raycluster.curves.keeper import curves_for_run, finish_curves
 from raycluster.dataset import check_dataset_root
 from raycluster.training.interrupt import StopRequest, forward_to_journal
 from raycluster.training.journal import RunJournal
@@ -108,14 +110,16 @@ def fit_listening(trainer: TorchTrainer, stop: StopRequest):
     return outcome["result"]
 
 
-def make_trainer(cluster: ClusterConfig, cfg, args: list[str], journal, staging: str) -> TorchTrainer:
+def make_trainer(cluster: ClusterConfig, cfg, args: list[str], journal, staging: str, curves) -> TorchTrainer:
     """Ray Train's TorchTrainer over ``train_loop_per_worker``, with the run's keepers on this node."""
     model_keeper = checkpoint_keeper = None
     if cluster.model_dir:
         model_keeper = keeper_on_this_node(cluster.model_dir, local_name_root=True, staging_dir=staging)
     if cluster.checkpoint_dir:
         checkpoint_keeper = keeper_on_this_node(cluster.checkpoint_dir, cluster.keep_checkpoints, staging_dir=staging)
-    worker = WorkerConfig(args, cluster.use_gpu, cluster.mixed_precision, journal, checkpoint_keeper, model_keeper)
+    worker = WorkerConfig(
+        args, cluster.use_gpu, cluster.mixed_precision, journal, checkpoint_keeper, model_keeper, curves
+    )
     return TorchTrainer(
         train_loop_per_worker,
         train_loop_config=vars(worker),
@@ -131,7 +135,7 @@ def make_trainer(cluster: ClusterConfig, cfg, args: list[str], journal, staging:
     )
 
 
-def summarize(result: WorkerResult, cfg, restarts: int, wall_s: float, stopped_by: str | None) -> RunSummary:
+def summarize(result: WorkerResult, cfg, restarts: int, wall_s: float, stopped_by: str | None, curves) -> RunSummary:
     return RunSummary(
         world_size=result.world_size,
         steps=cfg.steps,
@@ -151,6 +155,7 @@ def summarize(result: WorkerResult, cfg, restarts: int, wall_s: float, stopped_b
         uploads_skipped=result.uploads_skipped,
         uploads_failed=result.uploads_failed,
         stopped_by=stopped_by if result.interrupted_at is not None else None,
+        curves=curves,
     )
 
 
@@ -172,7 +177,9 @@ def run_training(cluster: ClusterConfig, lerobot_args: list[str], stop: StopRequ
     with ray_cluster(cluster.address), staging_dir(cluster.staging_dir) as staging:
         check_capacity(cluster.num_workers, cluster.use_gpu, cluster.cpus_per_worker)
         journal = RunJournal.remote()
-        trainer = make_trainer(cluster, cfg, args, journal, staging)
+        output_dir = Path(cfg.output_dir).resolve()
+        curves = curves_for_run(cluster.track, output_dir, cluster.checkpoint_dir, staging, cluster.curves_every_s)
+        trainer = make_trainer(cluster, cfg, args, journal, staging, curves)
         fitted = threading.Event()
         forward_to_journal(stop, journal, fitted)
         try:
@@ -181,8 +188,9 @@ def run_training(cluster: ClusterConfig, lerobot_args: list[str], stop: StopRequ
             raise TrainingFailed(f"training failed: {root_cause(exc)}") from exc
         finally:
             fitted.set()
+            png = finish_curves(curves)
         restarts = ray.get(journal.attempts.remote()) - 1
-    summary = summarize(result, cfg, restarts, time.perf_counter() - started, stop.name)
+    summary = summarize(result, cfg, restarts, time.perf_counter() - started, stop.name, png)
     report(summary, cluster, result, stop)
     return summary
 
@@ -193,6 +201,10 @@ def report(summary: RunSummary, cluster: ClusterConfig, result: WorkerResult, st
     path = summary.write(output_dir)
     if cluster.model_dir:
         summary.write(Path(cluster.model_dir))
+    if summary.curves:
+        log.info("curves: %s; the dashboard: raycluster curves %s", summary.curves, output_dir)
+        if cluster.model_dir:
+            shutil.copy2(summary.curves, Path(cluster.model_dir) / Path(summary.curves).name)
     log.info(
         "done: step %s/%s, loss %.4f -> %.4f, %.1f samples/s, checkpoints %s, %.1fs; summary at %s",
         summary.final_step,

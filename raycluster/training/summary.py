@@ -36,6 +36,9 @@ class RunSummary:
     stopped_by: str | None = None
     """The signal that stopped the run before ``steps`` (SIGTERM, SIGINT); ``final_step`` is where, and
     ``checkpoints`` says whether that step was saved."""
+    curves: str | None = None
+    """The run's picture (loss and samples/s over steps), when curves were recorded; ``raycluster curves
+    <output_dir>`` opens the dashboard."""
     uploads_failed: dict[str, str] = field(default_factory=dict)
     """Checkpoint -> why its upload failed. A later published checkpoint covers it; a lost newest one
     fails the run (exit 1, the step and the cause in the error)."""

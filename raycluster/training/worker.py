@@ -13,6 +13,7 @@ import torch.distributed as dist
 
 from raycluster.checkpoints.transfer import Shipper, fetch_directory, send_directory
 from raycluster.training import lerobot_api
+from raycluster.training.curve_hooks import CurveHooks, publish_marker
 from raycluster.training.interrupt import Interrupted, StopAgreement
 from raycluster.training.lerobot_api import LoopHooks, checkpoints_dir, newest_checkpoint, parse_train_config
 from raycluster.training.recorder import StepRecorder
@@ -32,6 +33,8 @@ class WorkerConfig:
     """CheckpointKeeper owning --cluster.checkpoint_dir, when set."""
     model_keeper: object | None = None
     """CheckpointKeeper that receives the final pretrained_model, when --cluster.model_dir is set."""
+    curves: object | None = None
+    """CurveKeeper that records the run's curves, unless --cluster.track=none (or trackio is missing)."""
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,24 @@ def shared_accelerator(cfg, worker: WorkerConfig, rank: int, world_size: int):
     return accelerator
 
 
+def loop_hooks(worker: WorkerConfig, cfg, rank: int, world_size: int, accelerator, start: Start):
+    """Everything that watches LeRobot's loop on this rank: the step recorder, the stop agreement, on rank 0
+    the checkpoint shipper, and the curves (with the attempt's restart and resume marked)."""
+    recorder = StepRecorder(cfg.batch_size * world_size, max(cfg.log_freq, 1), ray.train.report)
+    agreement = StopAgreement(worker.journal, accelerator.device, polls=rank == 0)
+    hooks, shipper, curves = [recorder, agreement], None, worker.curves
+    if rank == 0 and worker.checkpoint_keeper is not None:
+        shipper = Shipper(worker.checkpoint_keeper, publish_marker(curves) if curves is not None else None)
+        hooks.append(Shipping(shipper))
+    if curves is not None:
+        hooks.append(CurveHooks(curves, rank, accelerator.device))
+        if rank == 0 and start.attempt > 1:
+            curves.mark.remote(start.resumed_from or 0, "restart", {"attempt": float(start.attempt)})
+        if rank == 0 and start.resumed_from is not None:
+            curves.mark.remote(start.resumed_from, "resume")
+    return recorder, agreement, shipper, hooks
+
+
 def train_loop_per_worker(config: dict) -> WorkerResult | None:
     worker = WorkerConfig(**config)
     context = ray.train.get_context()
@@ -130,10 +151,7 @@ def train_loop_per_worker(config: dict) -> WorkerResult | None:
     if start.args != worker.lerobot_args:
         cfg = parse_train_config(start.args, validate=False)
     accelerator = shared_accelerator(cfg, worker, rank, world_size)
-    recorder = StepRecorder(cfg.batch_size * world_size, max(cfg.log_freq, 1), ray.train.report)
-    shipper = Shipper(worker.checkpoint_keeper) if rank == 0 and worker.checkpoint_keeper is not None else None
-    agreement = StopAgreement(worker.journal, accelerator.device, polls=rank == 0)
-    hooks = [recorder, agreement] + ([Shipping(shipper)] if shipper else [])
+    recorder, agreement, shipper, hooks = loop_hooks(worker, cfg, rank, world_size, accelerator, start)
     backend = dist.get_backend()  # LeRobot's train ends by destroying the process group
     started, interrupted_at = time.perf_counter(), None
     try:
@@ -142,6 +160,8 @@ def train_loop_per_worker(config: dict) -> WorkerResult | None:
     except Interrupted as stop:
         interrupted_at = stop.step
         log.info("rank %d: stopped on request after step %d", rank, stop.step)
+        if rank == 0 and worker.curves is not None:
+            worker.curves.mark.remote(stop.step, "interrupted")
     finally:
         agreement.close()
     if rank != 0:

@@ -1,0 +1,99 @@
+"""The curves' store published whole while it is written, to a directory or to S3, fetched back; the PNG;
+`raycluster curves` refusing what holds no curves."""
+
+import sqlite3
+import threading
+
+import boto3
+import numpy as np
+from PIL import Image
+
+from conftest import run_cli
+from raycluster.curves.plot import draw
+from raycluster.curves.publish import CURVES, fetch, publish
+
+
+def writer(db, stop: threading.Event) -> threading.Thread:
+    """Rows appended in small transactions, as trackio does while a run logs."""
+
+    def write() -> None:
+        conn = sqlite3.connect(db)
+        conn.execute("CREATE TABLE IF NOT EXISTS metrics (step INTEGER, loss REAL, pad BLOB)")
+        step = 0
+        while not stop.is_set():
+            step += 1
+            conn.execute("INSERT INTO metrics VALUES (?, ?, ?)", (step, 1.0 / step, b"x" * 4096))
+            conn.commit()
+            stop.wait(0.002)
+        conn.close()
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    return thread
+
+
+def rows(db) -> int:
+    conn = sqlite3.connect(db)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        return conn.execute("SELECT COUNT(*) FROM metrics").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def test_a_published_store_is_whole_every_time_a_reader_looks(tmp_path):
+    db, root, stop = tmp_path / "live" / "raycluster.db", tmp_path / "synced", threading.Event()
+    db.parent.mkdir()
+    sqlite3.connect(db).execute("CREATE TABLE metrics (step INTEGER, loss REAL, pad BLOB)").connection.close()
+    thread = writer(db, stop)
+    seen = []
+    try:
+        for i in range(10):
+            publish(db, str(root), tmp_path / "staging")
+            # What a sync or a reader finds: only the one whole file, never a partial one.
+            assert [p.name for p in (root / CURVES).iterdir()] == ["raycluster.db"]
+            fetched = fetch(str(root), tmp_path / f"reader{i}")
+            seen.append(rows(fetched[0]))
+    finally:
+        stop.set()
+        thread.join()
+    assert seen == sorted(seen) and seen[-1] > seen[0]  # each look newer, each one whole
+    assert not any((tmp_path / "staging").iterdir())
+
+
+def test_a_store_published_to_s3_is_fetched_back_whole(tmp_path, s3_endpoint):
+    db = tmp_path / "raycluster.db"
+    sqlite3.connect(db).execute("CREATE TABLE metrics (step INTEGER, loss REAL, pad BLOB)").connection.close()
+    stop = threading.Event()
+    thread = writer(db, stop)
+    try:
+        while rows(db) == 0:  # a store with something in it
+            stop.wait(0.05)
+        where = publish(db, "s3://ckpts/job/lerobot", tmp_path / "staging")
+    finally:
+        stop.set()
+        thread.join()
+    assert where == "s3://ckpts/job/lerobot/curves/raycluster.db"
+    keys = [o["Key"] for o in boto3.client("s3").list_objects_v2(Bucket="ckpts")["Contents"]]
+    assert keys == ["job/lerobot/curves/raycluster.db"]
+    assert rows(fetch("s3://ckpts/job/lerobot", tmp_path / "fetched")[0]) > 0
+
+
+def test_the_picture_is_drawn_and_its_loss_line_falls(tmp_path):
+    steps = list(range(5, 105, 5))
+    points = {"loss": {s: 80.0 / (1 + s / 20) for s in steps}, "samples_per_s": {s: 20.0 + (s % 3) for s in steps}}
+    png = draw(tmp_path / "run" / "raycluster_curves.png", points, {"checkpoint": [50, 100], "restart": [60]})
+    image = np.asarray(Image.open(png).convert("RGB")).astype(int)
+    assert image.std() > 10  # not blank
+    # The loss line (matplotlib's first colour, tab:blue) in the upper panel: its right end sits lower.
+    upper = image[: image.shape[0] // 2]
+    ys, xs = np.nonzero(np.abs(upper - [31, 119, 180]).sum(axis=2) < 40)
+    left, right = ys[xs < xs.min() + 10].mean(), ys[xs > xs.max() - 10].mean()
+    assert right > left + 20, (left, right)
+    assert draw(tmp_path / "none.png", {"samples_per_s": {1: 2.0}}, {}) is None  # nothing to draw without a loss
+
+
+def test_curves_of_a_directory_without_any_are_refused_in_one_line(tmp_path):
+    result = run_cli("curves", str(tmp_path), "--no-serve", timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].startswith(f"raycluster curves: error: no curves in {tmp_path}")
