@@ -74,8 +74,9 @@ def test_a_store_published_to_s3_is_fetched_back_whole(tmp_path, s3_endpoint):
         stop.set()
         thread.join()
     assert where == "s3://ckpts/job/lerobot/curves/raycluster.db"
-    keys = [o["Key"] for o in boto3.client("s3").list_objects_v2(Bucket="ckpts")["Contents"]]
-    assert keys == ["job/lerobot/curves/raycluster.db"]
+    # moto's buckets live as long as the test process: look under this test's prefix only.
+    listed = boto3.client("s3").list_objects_v2(Bucket="ckpts", Prefix="job/")["Contents"]
+    assert [o["Key"] for o in listed] == ["job/lerobot/curves/raycluster.db"]
     assert rows(fetch("s3://ckpts/job/lerobot", tmp_path / "fetched")[0]) > 0
 
 
