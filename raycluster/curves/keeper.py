@@ -8,6 +8,8 @@ output_dir that exists, and a restart with nothing to resume from moves output_d
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import threading
 from collections import defaultdict
@@ -40,7 +42,9 @@ class CurveKeeper:
             if earlier and not (self.live_dir / f"{PROJECT}.db").exists():
                 fetch(earlier, self.live_dir)
         self.trackio = trackio
-        trackio.init(project=PROJECT, name=run, resume="allow", auto_log_cpu=False, auto_log_gpu=False)
+        # trackio's banner names its own default store and "uploading": ours is elsewhere and local (the driver says where).
+        with contextlib.redirect_stdout(io.StringIO()):
+            trackio.init(project=PROJECT, name=run, resume="allow", auto_log_cpu=False, auto_log_gpu=False)
         self._done = threading.Event()
         if publish_root:
             threading.Thread(target=self._publish_loop, name="curves-publisher", daemon=True).start()
@@ -64,7 +68,8 @@ class CurveKeeper:
         from raycluster.curves.plot import draw
 
         self._done.set()
-        self.trackio.finish()
+        with contextlib.redirect_stdout(io.StringIO()):
+            self.trackio.finish()
         self._publish(self.publish_root)
         self._publish(self.output_dir)
         return draw(Path(self.output_dir) / PNG_NAME, self.points, self.marks)
