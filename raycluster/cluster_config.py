@@ -45,6 +45,10 @@ class ClusterConfig:
     (local files, nothing sent anywhere), draw ``raycluster_curves.png``; ``none``: record nothing."""
     curves_every_s: float = 30.0
     """How often the curves' store is published beside the checkpoints (``<checkpoint_dir>/curves/``)."""
+    curves_port: int = 0
+    """Serve the live curves (trackio's dashboard; writes need its token, which is never printed) on
+    ``127.0.0.1:PORT`` of the driver's node while the run goes; 0: not served. SageMaker jobs: 8266, reached
+    with ``raycluster dashboard``."""
 
     def check(self) -> None:
         if self.num_workers < 1:
@@ -57,6 +61,8 @@ class ClusterConfig:
             raise UsageError(f"--cluster.keep_checkpoints must be >= 0 (0 keeps all), got {self.keep_checkpoints}")
         if not (math.isfinite(self.curves_every_s) and self.curves_every_s > 0):
             raise UsageError(f"--cluster.curves_every_s must be a finite number > 0, got {self.curves_every_s}")
+        if not 0 <= self.curves_port <= 65535:
+            raise UsageError(f"--cluster.curves_port must be a TCP port (0: not served), got {self.curves_port}")
         if self.track not in ("trackio", "none"):
             raise UsageError(f"--cluster.track must be trackio or none, got {self.track!r}")
         if self.mixed_precision not in ("auto", "no", "fp16", "bf16"):

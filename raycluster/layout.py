@@ -12,6 +12,9 @@ AUTH_TOKEN_ENV = "RAYCLUSTER_AUTH_TOKEN_FILE"
 GCS_PORT = 6379
 DASHBOARD_PORT = 8265
 """Ray's dashboard and Jobs API, on the head's loopback on SageMaker (reached through SSM port forwarding)."""
+CURVES_PORT = 8266
+"""The running job's live curves (trackio's dashboard, read-only) on the head's loopback on SageMaker,
+reached through a second SSM port forwarding beside the dashboard's."""
 OUTCOME_PORT = 6390
 """The head's answer to its worker hosts: how the job ended (token-checked, on the cluster's network)."""
 SCRATCH = Path("/tmp/raycluster")

@@ -33,6 +33,7 @@ def test_flags_round_trip():
         ("--cluster.model_dir=gs://bucket/x", "--cluster.model_dir=gs://bucket/x: only local paths"),
         ("--cluster.cpus_per_worker=0", "--cluster.cpus_per_worker must be a finite number > 0"),
         ("--cluster.cpus_per_worker=inf", "--cluster.cpus_per_worker must be a finite number > 0"),
+        ("--cluster.curves_port=70000", "--cluster.curves_port must be a TCP port"),
     ],
 )
 def test_bad_cluster_flags_name_the_field(flag, names):

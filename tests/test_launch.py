@@ -300,6 +300,7 @@ def test_submitted_job_runs_our_entry_point_in_command_mode(aws):
         in dashboard.stdout
     )
     assert '"localPortNumber": ["9000"]' in dashboard.stdout
+    assert '{"portNumber": ["8266"], "localPortNumber": ["8266"]}' in dashboard.stdout  # the live curves
     kept = Path(os.environ["HOME"]) / ".raycluster" / "jobs" / job / "auth_token"
     assert kept.stat().st_mode & 0o077 == 0 and kept.read_text() not in json.dumps(described, default=str)
 

@@ -234,6 +234,15 @@ def assert_curves_of_the_running_job_can_be_looked_at(workdir: Path) -> None:
         int, re.search(r"run train: loss at \d+ logged steps, step (\d+) -> (\d+)", shown.stdout).groups()
     )
     assert first == 1 and 1 < last <= reached, (shown.stdout, reached)
+    # Live, where `raycluster dashboard`'s second SSM forwarding lands: algo-1's loopback, port 8266.
+    ask = "import json, urllib.request as u; print(u.urlopen(u.Request('http://127.0.0.1:8266/api/get_logs', "
+    ask += "json.dumps({'project': 'raycluster', 'run': 'train'}).encode()), timeout=30).read().decode())"
+    netns = (workdir / "algo-1" / "netns").read_text()
+    answer = subprocess.run(["ip", "netns", "exec", netns, sys.executable, "-c", ask], capture_output=True, text=True)
+    assert answer.returncode == 0, answer.stderr[-2000:]
+    live = sorted(row["step"] for row in json.loads(answer.stdout)["data"] if "loss" in row)
+    assert live == list(range(1, len(live) + 1)) and live[-1] >= last, (live, last)  # one point per logged step
+    assert unauthenticated_http(workdir)[8266] == "refused"  # from algo-2: loopback only
 
 
 def wait_for(predicate, timeout: float) -> None:

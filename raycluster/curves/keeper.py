@@ -18,13 +18,12 @@ from pathlib import Path
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from raycluster.cluster_config import ClusterConfig
 from raycluster.curves.plot import PNG_NAME
-from raycluster.curves.publish import CURVES, fetch, publish
+from raycluster.curves.publish import CURVES, PROJECT, fetch, publish
 
 log = logging.getLogger(__name__)
 
-PROJECT = "raycluster"
-"""The trackio project every run is recorded in (one SQLite file, ``raycluster.db``); each run is a trackio run."""
 INSTALL_HINT = "curves need trackio: pip install 'raycluster[curves]' (make test and make demo install it)"
 
 
@@ -45,6 +44,7 @@ class CurveKeeper:
         # trackio's banner names its own default store and "uploading": ours is elsewhere and local (the driver says where).
         with contextlib.redirect_stdout(io.StringIO()):
             trackio.init(project=PROJECT, name=run, resume="allow", auto_log_cpu=False, auto_log_gpu=False)
+        self.server = None
         self._done = threading.Event()
         if publish_root:
             threading.Thread(target=self._publish_loop, name="curves-publisher", daemon=True).start()
@@ -59,6 +59,17 @@ class CurveKeeper:
         self.marks[event].append(step)
         self.log(step, {f"event/{event}": float(step), **(metrics or {})})
 
+    def serve(self, port: int) -> str:
+        """trackio's dashboard of the live store on this node's loopback until the run ends; what to say of it."""
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):  # its banner prints the write token
+                self.server, *_ = self.trackio.show(
+                    project=PROJECT, host="127.0.0.1", server_port=port, open_browser=False, block_thread=False
+                )
+        except OSError as exc:  # the port is taken (another run's): the curves are still recorded
+            return f"live curves not served on 127.0.0.1:{port}: {exc}"
+        return f"live curves: http://127.0.0.1:{port}/?project={PROJECT} on the driver's node while the run goes"
+
     def series(self) -> tuple[dict[str, dict[int, float]], dict[str, list[int]]]:
         return dict(self.points), dict(self.marks)
 
@@ -68,6 +79,8 @@ class CurveKeeper:
         from raycluster.curves.plot import draw
 
         self._done.set()
+        if self.server is not None:
+            self.server.close()
         with contextlib.redirect_stdout(io.StringIO()):
             self.trackio.finish()
         self._publish(self.publish_root)
@@ -88,12 +101,15 @@ class CurveKeeper:
             log.warning("could not publish the curves to %s/%s: %s", root, CURVES, exc)
 
 
-def curves_for_run(track: str, output_dir: Path, publish_root: str, staging: str, every_s: float):
-    """The run's curve keeper (its live store in ``staging``, published under ``publish_root``, the checkpoint
-    root, when there is one, and at the end in ``output_dir``), or None when ``track`` is ``none``."""
-    if track == "none":
+def curves_for_run(cluster: ClusterConfig, output_dir: Path, staging: str):
+    """The run's curve keeper (its live store in ``staging``, published under the checkpoint root, when there
+    is one, and at the end in ``output_dir``; served on ``curves_port``), or None with ``--cluster.track=none``."""
+    if cluster.track == "none":
         return None
-    return keeper_for_run(Path(staging) / "curves-live", output_dir, publish_root, every_s)
+    keeper = keeper_for_run(Path(staging) / "curves-live", output_dir, cluster.checkpoint_dir, cluster.curves_every_s)
+    if keeper is not None and cluster.curves_port:
+        log.info(ray.get(keeper.serve.remote(cluster.curves_port)))
+    return keeper
 
 
 def finish_curves(keeper) -> str | None:

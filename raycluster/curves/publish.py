@@ -12,6 +12,8 @@ from pathlib import Path
 
 CURVES = "curves"
 """The folder under a checkpoint root (beside its ``checkpoints/``) that holds the published store."""
+PROJECT = "raycluster"
+"""The trackio project every run is recorded in (one SQLite file, ``raycluster.db``); each run is a trackio run."""
 
 
 def snapshot(db: Path, into: Path) -> Path:

@@ -9,8 +9,7 @@ import sys
 import threading
 from pathlib import Path
 
-from raycluster.curves.keeper import PROJECT
-from raycluster.curves.publish import CURVES, fetch
+from raycluster.curves.publish import CURVES, PROJECT, fetch
 from raycluster.errors import UsageError
 
 log = logging.getLogger(__name__)

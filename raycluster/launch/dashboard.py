@@ -1,5 +1,6 @@
-"""Reaching a running job's Ray dashboard: SSM port forwarding to algo-1 (the launcher enables
-SageMaker remote debugging for it) and the job's token, kept on the laptop that launched it."""
+"""Reaching a running job's Ray dashboard and live curves: SSM port forwarding to algo-1 (the launcher enables
+SageMaker remote debugging for it), one session per port, and the job's token, kept on the laptop that
+launched it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import shlex
 from pathlib import Path
 
 from raycluster.auth import write_private
-from raycluster.layout import AUTH_TOKEN_FILE, DASHBOARD_PORT
+from raycluster.curves.publish import PROJECT
+from raycluster.layout import AUTH_TOKEN_FILE, CURVES_PORT, DASHBOARD_PORT
 
 JOBS_DIR = Path.home() / ".raycluster" / "jobs"
 
@@ -21,7 +23,7 @@ def keep_token(job_name: str, token: str) -> Path:
     return write_private(token_path(job_name), token)
 
 
-def port_forward_command(job_name: str, local_port: int, region: str | None) -> list[str]:
+def port_forward_command(job_name: str, local_port: int, region: str | None, port: int = DASHBOARD_PORT) -> list[str]:
     command = [
         "aws",
         "ssm",
@@ -31,12 +33,16 @@ def port_forward_command(job_name: str, local_port: int, region: str | None) -> 
         "--document-name",
         "AWS-StartPortForwardingSession",
         "--parameters",
-        json.dumps({"portNumber": [str(DASHBOARD_PORT)], "localPortNumber": [str(local_port)]}),
+        json.dumps({"portNumber": [str(port)], "localPortNumber": [str(local_port)]}),
     ]
     return command + (["--region", region] if region else [])
 
 
-def instructions(job_name: str, local_port: int, region: str | None) -> str:
+def curves_forward_command(job_name: str, local_port: int, region: str | None) -> list[str]:
+    return port_forward_command(job_name, local_port, region, CURVES_PORT)
+
+
+def instructions(job_name: str, local_port: int, curves_port: int, region: str | None) -> str:
     token = token_path(job_name)
     lines = [shlex.join(port_forward_command(job_name, local_port, region))]
     if token.exists():
@@ -59,4 +65,9 @@ def instructions(job_name: str, local_port: int, region: str | None) -> str:
         f"# submit your own job: RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={token} "
         f"ray job submit --address http://localhost:{local_port} -- python jobs/cluster_info.py"
     )
+    lines += [
+        f"# the training's live curves (loss, samples/s, hardware per step), a second forwarding: "
+        f"{shlex.join(curves_forward_command(job_name, curves_port, region))}",
+        f"# then open http://localhost:{curves_port}/?project={PROJECT}",
+    ]
     return "\n".join(lines)

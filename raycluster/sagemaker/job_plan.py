@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from raycluster.errors import UsageError
-from raycluster.layout import SCRATCH, SOURCE_DIR
+from raycluster.layout import CURVES_PORT, SCRATCH, SOURCE_DIR
 from raycluster.sagemaker.entry_settings import NO_JOB, EntrySettings
 from raycluster.sagemaker.topology import Topology
 
@@ -47,6 +47,7 @@ def job_flags(topology: Topology, settings: EntrySettings, flags: list[str]) -> 
         # SageMaker uploads whatever appears under /opt/ml/checkpoints: checkpoints are assembled beside it.
         f"--cluster.staging_dir={topology.base / 'raycluster-staging'}",
         f"--output_dir={SCRATCH / 'train'}",
+        f"--cluster.curves_port={CURVES_PORT}",
     ]
     if not use_gpu:
         defaults.append("--policy.device=cpu")

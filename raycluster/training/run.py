@@ -178,7 +178,7 @@ def run_training(cluster: ClusterConfig, lerobot_args: list[str], stop: StopRequ
         check_capacity(cluster.num_workers, cluster.use_gpu, cluster.cpus_per_worker)
         journal = RunJournal.remote()
         output_dir = Path(cfg.output_dir).resolve()
-        curves = curves_for_run(cluster.track, output_dir, cluster.checkpoint_dir, staging, cluster.curves_every_s)
+        curves = curves_for_run(cluster, output_dir, staging)
         trainer = make_trainer(cluster, cfg, args, journal, staging, curves)
         fitted = threading.Event()
         forward_to_journal(stop, journal, fitted)
