@@ -20,16 +20,17 @@ def readme_block(section: str) -> str:
     return match.group(1)
 
 
+def run_readme_block(section: str, cwd: Path) -> subprocess.CompletedProcess:
+    """The section's bash block as a user runs it: strict bash, in ``cwd``."""
+    return subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", readme_block(section)], cwd=cwd, capture_output=True, text=True, timeout=600
+    )
+
+
 @pytest.mark.slow
 def test_the_train_section_runs_as_written_and_checkpoints_land_where_it_says(tmp_path):
     (tmp_path / ".venv").symlink_to(REPO / ".venv")
-    result = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", readme_block("## Train")],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    result = run_readme_block("## Train", tmp_path)
     assert result.returncode == 0, result.stderr[-4000:]
     output = tmp_path / "outputs" / "act"
     checkpoints = output / "checkpoints"
@@ -44,13 +45,7 @@ def test_the_train_section_runs_as_written_and_checkpoints_land_where_it_says(tm
 @pytest.mark.slow
 def test_the_interactive_section_runs_as_written():
     """`up`, the user's own job submitted with the token, `down`, the probe: from this checkout, as a user would."""
-    result = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", readme_block("## Interactive clusters, your own jobs, the dashboard")],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    result = run_readme_block("## Interactive clusters, your own jobs, the dashboard", REPO)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
     assert "task ran on" in output and "succeeded" in output.lower()

@@ -12,6 +12,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import fields
 from pathlib import Path
 
 import ray
@@ -136,24 +137,15 @@ def make_trainer(cluster: ClusterConfig, cfg, args: list[str], journal, staging:
 
 
 def summarize(result: WorkerResult, cfg, restarts: int, wall_s: float, stopped_by: str | None, curves) -> RunSummary:
+    # What the workers measured passes through under the same names; the rest is the driver's.
+    measured = {f.name: getattr(result, f.name) for f in fields(RunSummary) if hasattr(result, f.name)}
     return RunSummary(
-        world_size=result.world_size,
+        **measured,
         steps=cfg.steps,
-        final_step=result.final_step,
-        samples_per_s=result.samples_per_s,
-        loss_first=result.loss_first,
-        loss_last=result.loss_last,
-        checkpoints=result.checkpoints,
-        resumed_from=result.resumed_from,
         restarts=restarts,
         wall_s=round(wall_s, 2),
-        backend=result.backend,
-        policy_wrapper=result.policy_wrapper,
-        mixed_precision=result.mixed_precision,
         effective_batch_size=cfg.batch_size * result.world_size,
         output_dir=str(Path(cfg.output_dir).resolve()),
-        uploads_skipped=result.uploads_skipped,
-        uploads_failed=result.uploads_failed,
         stopped_by=stopped_by if result.interrupted_at is not None else None,
         curves=curves,
     )
