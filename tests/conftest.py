@@ -82,6 +82,15 @@ def run_cli(*args: str, timeout: float = 600, cwd: Path = REPO) -> subprocess.Co
     )
 
 
+def recorded_rows(run_dir: Path) -> dict[str, list[dict]]:
+    """What the run's store holds, read by trackio in a process of its own (it reads TRACKIO_DIR once)."""
+    code = "import json, sys; from pathlib import Path; from raycluster.curves.view import series; "
+    code += "print(json.dumps(series(Path(sys.argv[1]))))"
+    result = subprocess.run([sys.executable, "-c", code, str(run_dir / "curves")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout.splitlines()[-1])
+
+
 def logged_losses(output: str) -> dict[int, float]:
     """LeRobot's own per-step log lines (``step:N ... loss:X``), as printed by rank 0."""
     return {int(step): float(loss) for step, loss in LOSS_LINE.findall(output)}

@@ -16,7 +16,7 @@ import pytest
 import ray
 
 from conftest import COMMON as SHARED
-from conftest import REPO, TINY_ACT, dataset_flags, run_cli
+from conftest import REPO, TINY_ACT, dataset_flags, recorded_rows, run_cli
 from raycluster.checkpoints.keeper import CheckpointKeeper
 from raycluster.checkpoints.manifest import MANIFEST
 from raycluster.checkpoints.store import LocalStore, S3Store
@@ -255,6 +255,14 @@ def test_killed_workers_resume_from_the_last_complete_checkpoint(dataset, tmp_pa
     assert summary["checkpoints"][-1] == 30
     # Rank 0's own copies older than what the keeper holds are gone: node-local scratch stays bounded.
     assert sorted(p.name for p in (tmp_path / "out" / "checkpoints").iterdir()) == ["000030", "last"]
+    # The curves mark both restarts where each attempt resumed, and every checkpoint rank 0 saved.
+    events = [
+        (event, row["step"]) for row in recorded_rows(tmp_path / "out")["out"] for event in row if "event/" in event
+    ]
+    restarts = [step for event, step in events if event == "event/restart"]
+    assert len(restarts) == 2 and 5 <= restarts[0] < restarts[1] and restarts[1] >= 15, events
+    assert [step for event, step in events if event == "event/resume"] == restarts, events
+    assert 30 in {step for event, step in events if event == "event/checkpoint"}, events
 
 
 @pytest.mark.slow

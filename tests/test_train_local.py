@@ -1,6 +1,5 @@
 """Real LeRobot training under Ray Train on a private local cluster (2 CPU workers)."""
 
-import json
 import shutil
 import subprocess
 import sys
@@ -12,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from conftest import COMMON, TINY_ACT, dataset_flags, logged_losses, run_cli
+from conftest import COMMON, TINY_ACT, dataset_flags, logged_losses, recorded_rows, run_cli
 from raycluster.demo import TINY_DIFFUSION
 from raycluster.training.summary import read_summary
 from test_dashboard_browser import CHROMIUM
@@ -159,15 +158,6 @@ def test_the_curves_dashboard_shows_one_loss_point_per_logged_step(act_run):
     finally:
         server.terminate()
         server.wait(timeout=30)
-
-
-def recorded_rows(run_dir: Path) -> dict[str, list[dict]]:
-    """What the run's store holds, read by trackio in a process of its own (it reads TRACKIO_DIR once)."""
-    code = "import json, sys; from pathlib import Path; from raycluster.curves.view import series; "
-    code += "print(json.dumps(series(Path(sys.argv[1]))))"
-    result = subprocess.run([sys.executable, "-c", code, str(run_dir / "curves")], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr[-2000:]
-    return json.loads(result.stdout.splitlines()[-1])
 
 
 def wait_for_dashboard(page, url: str, timeout: float = 60) -> None:
