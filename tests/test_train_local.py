@@ -1,6 +1,7 @@
 """Real LeRobot training under Ray Train on a private local cluster (2 CPU workers)."""
 
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -38,7 +39,9 @@ def temp_leftovers() -> set[str]:
 def act_run(dataset, tmp_path_factory):
     out = tmp_path_factory.mktemp("act") / "run"
     before = temp_leftovers()
-    result = train(dataset, *TINY_ACT, "--steps=20", "--save_freq=10", "--log_freq=5", f"--output_dir={out}")
+    with socket.create_server(("127.0.0.1", 0)) as taken:  # the live curves' port is another's: the run goes on
+        flags = ["--steps=20", "--save_freq=10", "--log_freq=5", f"--cluster.curves_port={taken.getsockname()[1]}"]
+        result = train(dataset, *TINY_ACT, *flags, f"--output_dir={out}")
     assert temp_leftovers() - before == set()
     (out.parent / "output.txt").write_text(result.stdout + result.stderr)
     return out
@@ -128,7 +131,9 @@ def test_the_run_leaves_curves_with_the_logged_numbers_and_a_picture_whose_loss_
     upper = image[: image.shape[0] // 2]  # the loss panel; its line is matplotlib's first colour
     ys, xs = np.nonzero(np.abs(upper - [31, 119, 180]).sum(axis=2) < 40)
     assert ys[xs > xs.max() - 10].mean() > ys[xs < xs.min() + 10].mean()  # its right end sits lower: it fell
-    printed = logged_losses((act_run.parent / "output.txt").read_text())
+    output = (act_run.parent / "output.txt").read_text()
+    assert "live curves not served on 127.0.0.1:" in output
+    printed = logged_losses(output)
     recorded = {row["step"]: row["loss"] for row in recorded_rows(act_run)[act_run.name] if "loss" in row}
     assert sorted(recorded) == sorted(printed) == [5, 10, 15, 20]
     assert all(f"{recorded[step]:.3f}" == f"{printed[step]:.3f}" for step in printed)

@@ -66,7 +66,7 @@ class CurveKeeper:
                 self.server, *_ = self.trackio.show(
                     project=PROJECT, host="127.0.0.1", server_port=port, open_browser=False, block_thread=False
                 )
-        except OSError as exc:  # the port is taken (another run's): the curves are still recorded
+        except Exception as exc:  # the port is taken (another run's), say: the curves are still recorded
             return f"live curves not served on 127.0.0.1:{port}: {exc}"
         return f"live curves: http://127.0.0.1:{port}/?project={PROJECT} on the driver's node while the run goes"
 
@@ -108,7 +108,11 @@ def curves_for_run(cluster: ClusterConfig, output_dir: Path, staging: str):
         return None
     keeper = keeper_for_run(Path(staging) / "curves-live", output_dir, cluster.checkpoint_dir, cluster.curves_every_s)
     if keeper is not None and cluster.curves_port:
-        log.info(ray.get(keeper.serve.remote(cluster.curves_port)))
+        try:
+            log.info(ray.get(keeper.serve.remote(cluster.curves_port), timeout=120))
+        except Exception as exc:  # the curves must never stop a training
+            log.warning("the curves are not recorded: %s", exc)
+            return None
     return keeper
 
 
