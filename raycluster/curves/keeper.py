@@ -66,7 +66,7 @@ class CurveKeeper:
                 self.server, *_ = self.trackio.show(
                     project=PROJECT, host="127.0.0.1", server_port=port, open_browser=False, block_thread=False
                 )
-        except Exception as exc:  # the port is taken (another run's), say: the curves are still recorded
+        except Exception as exc:  # a taken port (another run's, say): the curves are still recorded, not served
             return f"live curves not served on 127.0.0.1:{port}: {exc}"
         return f"live curves: http://127.0.0.1:{port}/?project={PROJECT} on the driver's node while the run goes"
 
