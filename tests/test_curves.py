@@ -82,8 +82,9 @@ def test_a_store_published_to_s3_is_fetched_back_whole(tmp_path, s3_endpoint):
 
 def test_the_picture_is_drawn_and_its_loss_line_falls(tmp_path):
     steps = list(range(5, 105, 5))
-    points = {"loss": {s: 80.0 / (1 + s / 20) for s in steps}, "samples_per_s": {s: 20.0 + (s % 3) for s in steps}}
-    png = draw(tmp_path / "run" / "raycluster_curves.png", points, {"checkpoint": [50, 100], "restart": [60]})
+    logged = [{"step": s, "loss": 80.0 / (1 + s / 20), "samples_per_s": 20.0 + (s % 3)} for s in steps]
+    marks = [{"step": 50, "event/checkpoint": 50.0}, {"step": 100, "event/checkpoint": 100.0}]
+    png = draw(tmp_path / "run" / "raycluster_curves.png", logged + marks + [{"step": 60, "event/restart": 60.0}])
     image = np.asarray(Image.open(png).convert("RGB")).astype(int)
     assert image.std() > 10  # not blank
     # The loss line (matplotlib's first colour, tab:blue) in the upper panel: its right end sits lower.
@@ -91,7 +92,7 @@ def test_the_picture_is_drawn_and_its_loss_line_falls(tmp_path):
     ys, xs = np.nonzero(np.abs(upper - [31, 119, 180]).sum(axis=2) < 40)
     left, right = ys[xs < xs.min() + 10].mean(), ys[xs > xs.max() - 10].mean()
     assert right > left + 20, (left, right)
-    assert draw(tmp_path / "none.png", {"samples_per_s": {1: 2.0}}, {}) is None  # nothing to draw without a loss
+    assert draw(tmp_path / "none.png", [{"step": 1, "samples_per_s": 2.0}]) is None  # nothing to draw without a loss
 
 
 def test_curves_of_a_directory_without_any_are_refused_in_one_line(tmp_path):

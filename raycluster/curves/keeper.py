@@ -12,7 +12,6 @@ import contextlib
 import io
 import logging
 import threading
-from collections import defaultdict
 from pathlib import Path
 
 import ray
@@ -33,9 +32,7 @@ class CurveKeeper:
         import trackio  # TRACKIO_DIR is this actor's own environment (see keeper_for_run): read at import
 
         self.live_dir, self.output_dir, self.publish_root = Path(live_dir), output_dir, publish_root
-        self.staging, self.every_s = self.live_dir.parent, every_s
-        self.points: dict[str, dict[int, float]] = defaultdict(dict)
-        self.marks: dict[str, list[int]] = defaultdict(list)
+        self.staging, self.every_s, self.run = self.live_dir.parent, every_s, run
         # A restarted job, or a resumed run, goes on with the curves it published.
         for earlier in (publish_root, output_dir):
             if earlier and not (self.live_dir / f"{PROJECT}.db").exists():
@@ -50,13 +47,10 @@ class CurveKeeper:
             threading.Thread(target=self._publish_loop, name="curves-publisher", daemon=True).start()
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
-        for key, value in metrics.items():
-            self.points[key][step] = value
         self.trackio.log(metrics, step=step)
 
     def mark(self, step: int, event: str, metrics: dict[str, float] | None = None) -> None:
         """An event at ``step`` (checkpoint, restart, resume, interrupted): a point of ``event/<event>``."""
-        self.marks[event].append(step)
         self.log(step, {f"event/{event}": float(step), **(metrics or {})})
 
     def serve(self, port: int) -> str:
@@ -70,12 +64,12 @@ class CurveKeeper:
             return f"live curves not served on 127.0.0.1:{port}: {exc}"
         return f"live curves: http://127.0.0.1:{port}/?project={PROJECT} on the driver's node while the run goes"
 
-    def series(self) -> tuple[dict[str, dict[int, float]], dict[str, list[int]]]:
-        return dict(self.points), dict(self.marks)
-
     def finish(self) -> str | None:
         """Flush the store, publish it a last time (and into ``<output_dir>/curves/``), draw the PNG beside
-        the run's summary; returns the PNG's path (None: nothing logged)."""
+        the run's summary from what the store holds (a restarted job's earlier steps too); returns the PNG's
+        path (None: nothing logged)."""
+        from trackio.sqlite_storage import SQLiteStorage
+
         from raycluster.curves.plot import draw
 
         self._done.set()
@@ -85,7 +79,7 @@ class CurveKeeper:
             self.trackio.finish()
         self._publish(self.publish_root)
         self._publish(self.output_dir)
-        return draw(Path(self.output_dir) / PNG_NAME, self.points, self.marks)
+        return draw(Path(self.output_dir) / PNG_NAME, SQLiteStorage.get_logs(PROJECT, self.run))
 
     def _publish_loop(self) -> None:
         while not self._done.wait(self.every_s):
