@@ -29,7 +29,8 @@ log = logging.getLogger(__name__)
 
 
 def read_job(environ) -> tuple[Topology, EntrySettings, list[str]]:
-    """The topology, the entry settings and the job's flags, each checked before any cluster starts."""
+    """The topology, the entry settings and the job's flags (the topology's defaults in them), each checked
+    before any cluster starts."""
     topology = read_topology(environ)
     settings, flags = split_hyperparameters(topology.hyperparameters)
     job_script(settings)
@@ -38,8 +39,9 @@ def read_job(environ) -> tuple[Topology, EntrySettings, list[str]]:
             "hyperparameter entry__head_trains=false needs 2 or more hosts: this job's only host "
             "is the head, so no host would train"
         )
+    flags = job_flags(topology, settings, flags)
     if trains(settings):
-        split_cluster_args(job_flags(topology, settings, flags))  # cluster.* out of range: refused here
+        split_cluster_args(flags)  # cluster.* out of range: refused here
     return topology, settings, flags
 
 

@@ -14,7 +14,7 @@ from raycluster.sagemaker.cluster_state import ClusterState
 from raycluster.sagemaker.entry_settings import STOP_MARGIN_S, EntrySettings
 from raycluster.sagemaker.failure import SIGTERM_REASON, HostFailure, JobFailed, Stopped
 from raycluster.sagemaker.host_node import node_spec
-from raycluster.sagemaker.job_plan import PROBE_SCRIPT, job_flags, job_script, probe_flags
+from raycluster.sagemaker.job_plan import PROBE_SCRIPT, job_script, probe_flags
 from raycluster.sagemaker.outcome import OutcomeServer
 from raycluster.sagemaker.reaper import OrphanReaper
 from raycluster.sagemaker.topology import Topology
@@ -71,10 +71,9 @@ class Head:
         after the interactive time."""
         script, failure, code = job_script(self.settings), None, 0
         try:
-            flags = job_flags(self.topology, self.settings, self.flags)
             if self.settings.preflight:
-                self._run_job(PROBE_SCRIPT, probe_flags(flags))
-            code = self._run_job(script, flags) if script else 0
+                self._run_job(PROBE_SCRIPT, probe_flags(self.flags))
+            code = self._run_job(script, self.flags) if script else 0
         except JobFailed as exc:
             failure = exc
         self._stay_interactive(failure)

@@ -18,6 +18,8 @@ from raycluster.sagemaker.topology import Topology
 
 log = logging.getLogger(__name__)
 
+HEAD_ENDED = "stopped by SIGTERM; the head ended the cluster"
+
 
 class WorkerHost:
     def __init__(self, topology: Topology, settings: EntrySettings, stop: threading.Event, reaper: OrphanReaper):
@@ -62,7 +64,7 @@ class WorkerHost:
         if node.alive():
             return
         if self.stop.is_set():
-            raise Stopped("stopped by SIGTERM; the head ended the cluster")
+            raise Stopped(HEAD_ENDED)
         if not gcs_reachable(self.head_ip):  # the node leaves when it loses the head: name the cause
             raise HostFailure(
                 f"head {self.topology.head_host} unreachable and this host's Ray node gone with it; "
@@ -84,7 +86,7 @@ class WorkerHost:
             if time.monotonic() - self.unreachable_since <= self.settings.lost_after_s:
                 return None
             if self.stop.is_set():  # every host was told to stop: the head leaving is no failure of its own
-                raise Stopped("stopped by SIGTERM; the head ended the cluster") from None
+                raise Stopped(HEAD_ENDED) from None
             raise HostFailure(
                 f"head {self.topology.head_host} unreachable for {self.settings.lost_after_s:g}s; "
                 "the job's head host failed"

@@ -29,7 +29,7 @@ from raycluster.training.interrupt import StopRequest, forward_to_journal
 from raycluster.training.journal import RunJournal
 from raycluster.training.lerobot_api import LAST, PRETRAINED_MODEL, checkpoints_dir, flag_value, parse_train_config
 from raycluster.training.paths import absolute_paths
-from raycluster.training.summary import RunSummary
+from raycluster.training.summary import Measured, RunSummary
 from raycluster.training.worker import WorkerConfig, WorkerResult, train_loop_per_worker
 
 log = logging.getLogger(__name__)
@@ -137,8 +137,7 @@ def make_trainer(cluster: ClusterConfig, cfg, args: list[str], journal, staging:
 
 
 def summarize(result: WorkerResult, cfg, restarts: int, wall_s: float, stopped_by: str | None, curves) -> RunSummary:
-    # What the workers measured passes through under the same names; the rest is the driver's.
-    measured = {f.name: getattr(result, f.name) for f in fields(RunSummary) if hasattr(result, f.name)}
+    measured = {f.name: getattr(result, f.name) for f in fields(Measured)}
     return RunSummary(
         **measured,
         steps=cfg.steps,

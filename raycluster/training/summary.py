@@ -9,11 +9,14 @@ from pathlib import Path
 SUMMARY_NAME = "raycluster_summary.json"
 
 
-@dataclass
-class RunSummary:
+@dataclass(frozen=True, kw_only=True)
+class Measured:
+    """What rank 0 measured of the run: returned by the workers, carried into the summary as it is."""
+
     world_size: int
-    steps: int
-    """Steps asked for (LeRobot's ``--steps``)."""
+    backend: str
+    policy_wrapper: str | None
+    mixed_precision: str
     final_step: int | None
     samples_per_s: float | None
     """Training-loop throughput across the cluster, start-up excluded."""
@@ -24,24 +27,27 @@ class RunSummary:
     checkpoints: list[int]
     """Steps saved complete: in checkpoint_dir when the keeper owns one, else in output_dir."""
     resumed_from: int | None
+    uploads_skipped: list[str] = field(default_factory=list)
+    """Checkpoints superseded by a newer one before their upload started (the queue holds one)."""
+    uploads_failed: dict[str, str] = field(default_factory=dict)
+    """Checkpoint -> why its upload failed. A later published checkpoint covers it; a lost newest one
+    fails the run (exit 1, the step and the cause in the error)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunSummary(Measured):
+    steps: int
+    """Steps asked for (LeRobot's ``--steps``)."""
     restarts: int
     wall_s: float
-    backend: str
-    policy_wrapper: str | None
-    mixed_precision: str
     effective_batch_size: int
     output_dir: str
-    uploads_skipped: list[str]
-    """Checkpoints superseded by a newer one before their upload started (the queue holds one)."""
     stopped_by: str | None = None
     """The signal that stopped the run before ``steps`` (SIGTERM, SIGINT); ``final_step`` is where, and
     ``checkpoints`` says whether that step was saved."""
     curves: str | None = None
     """The run's picture (loss and samples/s over steps), when curves were recorded; ``raycluster curves
     <output_dir>`` opens the dashboard."""
-    uploads_failed: dict[str, str] = field(default_factory=dict)
-    """Checkpoint -> why its upload failed. A later published checkpoint covers it; a lost newest one
-    fails the run (exit 1, the step and the cause in the error)."""
 
     def write(self, output_dir: Path) -> Path:
         path = Path(output_dir) / SUMMARY_NAME

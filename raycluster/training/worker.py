@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import ray.train
@@ -18,6 +18,7 @@ from raycluster.training.interrupt import Interrupted, StopAgreement
 from raycluster.training.lerobot_api import LoopHooks, checkpoints_dir, newest_checkpoint, parse_train_config
 from raycluster.training.recorder import StepRecorder
 from raycluster.training.resume import Start, decide_start, final_checkpoint
+from raycluster.training.summary import Measured
 
 log = logging.getLogger(__name__)
 
@@ -37,23 +38,10 @@ class WorkerConfig:
     """CurveKeeper that records the run's curves, unless --cluster.track=none (or trackio is missing)."""
 
 
-@dataclass(frozen=True)
-class WorkerResult:
+@dataclass(frozen=True, kw_only=True)
+class WorkerResult(Measured):
     """What rank 0 returns to the driver (Ray Train's ``Result.return_value``)."""
 
-    world_size: int
-    backend: str
-    policy_wrapper: str | None
-    mixed_precision: str
-    final_step: int | None
-    samples_per_s: float | None
-    loss_first: float | None
-    loss_last: float | None
-    checkpoints: list[int]
-    """Steps saved complete: published by the keeper when it owns a root, else in output_dir."""
-    resumed_from: int | None
-    uploads_skipped: list[str] = field(default_factory=list)
-    uploads_failed: dict[str, str] = field(default_factory=dict)
     lost: str | None = None
     """Why the newest checkpoint is not in the checkpoint root, when it is not."""
     interrupted_at: int | None = None
