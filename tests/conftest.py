@@ -15,6 +15,7 @@ from moto.server import ThreadedMotoServer
 
 from raycluster.dataset import SyntheticDatasetSpec, make_synthetic_dataset
 from raycluster.demo import TINY_ACT
+from simulated import Sim, start_sim
 
 REPO = Path(__file__).resolve().parent.parent
 # The flags every test run shares with the tiny ACT (``raycluster.demo.TINY_ACT``): 4 samples a batch, no
@@ -115,3 +116,18 @@ def s3_endpoint():
     for k, v in saved.items():
         os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
     server.stop()
+
+
+@pytest.fixture
+def sims():
+    """Starts ``raycluster sim`` runs (``sims(workdir, *args)``) and stops every one still running when the
+    test ends, passed or failed, with its hosts' namespaces: one failure stays one failure."""
+    started: list[Sim] = []
+
+    def start(workdir: Path, *args: str) -> Sim:
+        started.append(start_sim(workdir, *args))
+        return started[-1]
+
+    yield start
+    for sim in started:
+        sim.stop()

@@ -295,9 +295,11 @@ def test_ctrl_c_saves_the_step_reached_to_s3_and_a_rerun_resumes_from_it(dataset
     text = "".join(output) + rest
     assert proc.returncode == 130, text[-4000:]
     step = int(re.search(r"raycluster train: stopped by SIGINT at step (\d+); checkpoint \d+ saved", text).group(1))
-    # The step rank 0 had logged when the driver took the signal (its lines reach the driver a little late).
+    # Steps the driver had shown before it took the signal were done before it (rank 0's lines reach the driver
+    # late, so it may have trained more): the step reached is saved, and no step trained lies beyond it.
+    logged = [int(s) for s in re.findall(r"step:(\d+) ", text)]
     reached = max(int(s) for s in re.findall(r"step:(\d+) ", text[: text.index("SIGINT: saving the current step")]))
-    assert reached <= step <= reached + 3, (reached, step)
+    assert reached <= step and max(logged) <= step, (reached, logged, step)
     store = S3Store("s3://ckpts/act/checkpoints")
     assert store.names() == [f"{step:06d}"] and store.problems(f"{step:06d}") is None
     summary = read_summary(out)

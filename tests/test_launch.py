@@ -14,6 +14,7 @@ from moto.server import ThreadedMotoServer
 from conftest import REPO, TINY_ACT
 from raycluster.sagemaker.hyperparameters import split_hyperparameters, to_hyperparameters
 from raycluster.sagemaker.topology import BASE_ENV, read_topology
+from simulated import assert_clean
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
 BUCKET = "raycluster-test"
@@ -339,7 +340,7 @@ def test_a_launch_aws_refuses_ends_in_one_line_and_leaves_nothing(aws, change, m
 
 @pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="simulated hosts need root (network namespaces)")
-def test_the_launched_request_runs_through_sagemakers_driver_on_simulated_hosts(aws, dataset, tmp_path):
+def test_the_launched_request_runs_through_sagemakers_driver_on_simulated_hosts(aws, dataset, sims, tmp_path):
     """The dry run's request, dotted LeRobot flags, entry/cluster settings and awkward values included, runs
     through the SDK's own sm_train.sh on every simulated host to the end."""
     flags = [
@@ -367,23 +368,8 @@ def test_the_launched_request_runs_through_sagemakers_driver_on_simulated_hosts(
     )
     assert result.returncode == 0, result.stderr[-3000:]
     (tmp_path / "request.json").write_text(result.stdout)
-    sim = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "raycluster",
-            "sim",
-            f"--request={tmp_path / 'request.json'}",
-            f"--workdir={tmp_path / 'sim'}",
-            f"--channel=dataset={dataset.root}",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert sim.returncode == 0, sim.stdout[-4000:]
-    assert json.loads(sim.stdout[sim.stdout.rindex('{\n  "hosts"') :])["hosts"] == {
+    sim = sims(tmp_path / "sim", f"--request={tmp_path / 'request.json'}", f"--channel=dataset={dataset.root}")
+    assert sim.finish() == {
         "algo-1": {"exit_code": 0, "failure": None},
         "algo-2": {"exit_code": 0, "failure": None},
     }
@@ -394,9 +380,7 @@ def test_the_launched_request_runs_through_sagemakers_driver_on_simulated_hosts(
     summary = json.loads((head / "model" / "raycluster_summary.json").read_text())
     assert summary["world_size"] == 2 and summary["final_step"] == 3 and summary["backend"] == "gloo"
     assert (head / "model" / "pretrained_model" / "model.safetensors").is_file()
-    assert "rc" not in "".join(
-        line[:2] for line in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.splitlines()
-    )
+    assert_clean()
     config = json.loads((head / "model" / "pretrained_model" / "train_config.json").read_text())
     assert config["job_name"] == "act on two hosts" and config["dataset"]["episodes"] == [0, 1, 2, 3]
     assert (

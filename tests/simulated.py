@@ -1,0 +1,100 @@
+"""Simulated SageMaker jobs started by tests (``raycluster sim`` in a process of its own), and what a sim
+can leave behind when it is not stopped: its network namespaces and host processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from raycluster.sim.job import KILL_AFTER_S
+
+REPO = Path(__file__).resolve().parent.parent
+SIM_NAMESPACE = re.compile(r"^rc[0-9a-f]{4}-\S+")
+# The sim itself, and each host's wrapper: every process of a host lives in that wrapper's PID namespace and
+# dies with it (--kill-child).
+SIM_PROCESS = re.compile(r"raycluster sim|unshare --pid --fork --mount-proc --uts --kill-child")
+
+
+@dataclass
+class Sim:
+    """One ``raycluster sim`` run; its output goes to ``workdir/sim_output.txt``."""
+
+    workdir: Path
+    process: subprocess.Popen
+
+    def finish(self, timeout: float = 600) -> dict:
+        """Each host's exit code and failure file, once the sim has ended."""
+        self.process.wait(timeout=timeout)
+        result = self.workdir / "sim_result.json"
+        assert result.exists(), self.output()[-3000:]
+        return json.loads(result.read_text())["hosts"]
+
+    def output(self) -> str:
+        return (self.workdir / "sim_output.txt").read_text()
+
+    def send_signal(self, signum: int) -> None:
+        self.process.send_signal(signum)
+
+    def stop(self) -> None:
+        """What SageMaker does to a job, then what the sim would do to its hosts, then by hand whatever is left:
+        a test that fails mid-job leaves nothing running."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)  # the sim ends every host (SIGKILL after KILL_AFTER_S)
+            try:
+                self.process.wait(timeout=KILL_AFTER_S + 30)
+            except subprocess.TimeoutExpired:
+                for pid_file in self.workdir.glob("algo-*/host.pid"):
+                    kill(int(pid_file.read_text()))
+                self.process.kill()
+                self.process.wait()
+        for netns_file in self.workdir.glob("algo-*/netns"):
+            tag = netns_file.read_text().split("-", 1)[0]
+            for namespace in namespaces():
+                if namespace.startswith(f"{tag}-"):
+                    subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
+
+
+def kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def start_sim(workdir: Path, *args: str) -> Sim:
+    workdir.mkdir(parents=True, exist_ok=True)
+    # Into a file, not a pipe: a pipe nobody reads until the end fills up (pip alone prints hundreds of
+    # lines) and would stall every host's output, and so the hosts.
+    with (workdir / "sim_output.txt").open("w") as output:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "raycluster", "sim", f"--workdir={workdir}", *args],
+            cwd=REPO,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+    return Sim(workdir, process)
+
+
+def namespaces() -> list[str]:
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.splitlines()
+    return [line.split()[0] for line in listed if SIM_NAMESPACE.match(line)]
+
+
+def leftovers() -> list[str]:
+    """Every simulated host's namespace and every sim process still on this machine, by name and PID."""
+    processes = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout.splitlines()
+    return [f"namespace {name}" for name in namespaces()] + [
+        f"process {line.strip()}" for line in processes if SIM_PROCESS.search(line)
+    ]
+
+
+def assert_clean() -> None:
+    left = leftovers()
+    assert not left, "left behind by a simulated job: " + "; ".join(left)
