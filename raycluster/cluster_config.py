@@ -38,8 +38,14 @@ class ClusterConfig:
     filesystem but outside any directory that is synced as it changes (SageMaker: ``/opt/ml/raycluster-staging``,
     outside ``/opt/ml/checkpoints``); empty: a temporary directory."""
     mixed_precision: str = "auto"
-    """``auto`` follows LeRobot's own flags (``policy.dtype``, else ``policy.use_amp``, which means fp16
-    on CUDA); ``bf16``/``fp16``/``no`` override it, for policies such as ACT that have no dtype flag."""
+    """``auto`` follows LeRobot's own flags (0.6.x: ``policy.dtype``, else ``policy.use_amp``, which means
+    fp16 on CUDA; main: ``--accelerator.mixed_precision``); ``bf16``/``fp16``/``no`` override it, for policies
+    such as ACT that have no dtype flag. On LeRobot main it becomes ``--accelerator.mixed_precision`` and is
+    refused together with it."""
+    sharding: str = "none"
+    """LeRobot main only. ``fsdp``: shard the model over every worker (FSDP2); ``hsdp``: shard inside each host
+    and replicate across hosts. Fills ``--parallelism.dp_shard``/``dp_replicate`` from where Ray Train placed
+    the workers; values you give yourself win. ``none``: LeRobot's own flags decide (DDP by default)."""
     track: str = "trackio"
     """``trackio``: record every logged step's loss, throughput, hardware and the run's events with trackio
     (local files, nothing sent anywhere), draw ``raycluster_curves.png``; ``none``: record nothing."""
@@ -65,6 +71,8 @@ class ClusterConfig:
             raise UsageError(f"--cluster.curves_port must be a TCP port (0: not served), got {self.curves_port}")
         if self.track not in ("trackio", "none"):
             raise UsageError(f"--cluster.track must be trackio or none, got {self.track!r}")
+        if self.sharding not in ("none", "fsdp", "hsdp"):
+            raise UsageError(f"--cluster.sharding must be none, fsdp or hsdp, got {self.sharding!r}")
         if self.mixed_precision not in ("auto", "no", "fp16", "bf16"):
             raise UsageError(f"--cluster.mixed_precision must be auto, no, fp16 or bf16, got {self.mixed_precision!r}")
         for name in ("checkpoint_dir", "model_dir"):

@@ -20,3 +20,6 @@ OUTCOME_PORT = 6390
 SCRATCH = Path("/tmp/raycluster")
 """Node-local scratch on every SageMaker host, the same path on each: Ray's temp dir and LeRobot's
 output_dir. What must survive goes to /opt/ml through the checkpoint keeper."""
+SHIPPED_WHEELS = "wheels"
+"""Wheels that `raycluster launch --wheel` ships with the code, relative to the source tree; every host
+installs them under ``SCRATCH`` before its Ray node starts."""

@@ -18,6 +18,9 @@ from raycluster.demo import TINY_ACT
 from simulated import Sim, start_sim
 
 REPO = Path(__file__).resolve().parent.parent
+LEROBOT_MAIN_WHEELS = REPO.parent / "shared" / "wheels"
+LEROBOT_LINE = "RAYCLUSTER_TEST_LEROBOT_LINE"
+"""Which LeRobot line a test process expects to find installed: ``0.6`` (the registry's), or ``main``."""
 # The flags every test run shares with the tiny ACT (``raycluster.demo.TINY_ACT``): 4 samples a batch, no
 # DataLoader processes, a fixed seed.
 COMMON = ["--batch_size=4", "--num_workers=0", "--seed=1"]
@@ -72,15 +75,39 @@ def dataset_flags(spec: SyntheticDatasetSpec) -> list[str]:
     return [f"--dataset.repo_id={spec.repo_id}", f"--dataset.root={spec.root}"]
 
 
-def run_cli(*args: str, timeout: float = 600, cwd: Path = REPO) -> subprocess.CompletedProcess:
-    """The CLI as a user runs it, in its own process."""
+def run_cli(*args: str, timeout: float = 600, cwd: Path = REPO, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The CLI as a user runs it, in its own process (``env``: variables added to this one's)."""
     return subprocess.run(
         [sys.executable, "-m", "raycluster", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
         cwd=cwd,
+        env={**os.environ, **(env or {})},
     )
+
+
+@pytest.fixture(scope="session")
+def lerobot_main_wheel() -> Path:
+    """LeRobot main as a wheel (no release has it yet): the project's shared folder beside the clone has it."""
+    wheel = next(iter(sorted(LEROBOT_MAIN_WHEELS.glob("lerobot-*.whl"))), None)
+    if wheel is None:
+        pytest.skip(f"LeRobot main's wheel is not in {LEROBOT_MAIN_WHEELS} (a clone without the project's shared/)")
+    return wheel
+
+
+@pytest.fixture(scope="session")
+def lerobot_main(lerobot_main_wheel, tmp_path_factory) -> dict[str, str]:
+    """The environment that runs LeRobot main over this one: its wheel installed alone into a directory put
+    first on PYTHONPATH (it trains with the dependencies 0.6.1 installed), which every Ray node and worker a
+    test starts inherits. This environment itself is not changed."""
+    target = tmp_path_factory.mktemp("lerobot-main")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(lerobot_main_wheel)],
+        check=True,
+        capture_output=True,
+    )
+    return {"PYTHONPATH": str(target), LEROBOT_LINE: "main"}
 
 
 def recorded_rows(run_dir: Path) -> dict[str, list[dict]]:

@@ -386,3 +386,14 @@ def test_the_launched_request_runs_through_sagemakers_driver_on_simulated_hosts(
     assert (
         head / "checkpoints" / "lerobot" / "checkpoints" / "000003" / "pretrained_model" / "model.safetensors"
     ).is_file()
+
+
+def test_a_wheel_travels_with_the_code_and_anything_else_is_refused_before_any_upload(aws, tmp_path):
+    wheel = tmp_path / "lerobot-0.6.2-py3-none-any.whl"
+    wheel.write_bytes(b"PK")  # the dry run only stages it; every host installs it (test_lerobot_main)
+    result = launch(aws, *JOB, "--dry-run", f"--wheel={wheel}", *FLAGS)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"wheels/{wheel.name}" in result.stderr.split("the code channel would hold:")[1]
+    refused = launch(aws, *JOB, "--dry-run", f"--wheel={REPO / 'README.md'}", *FLAGS)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
+    assert f"--wheel {REPO / 'README.md'}: not a wheel file here" in refused.stderr

@@ -2,21 +2,32 @@
 release that moves any of them fails here, by name, before any cluster test does."""
 
 import inspect
-from importlib.metadata import version
+import os
 
 import pytest
 from lerobot.scripts import lerobot_train
 from lerobot.utils import constants
 
-from conftest import COMMON, TINY_ACT, dataset_flags, logged_losses
+from conftest import COMMON, LEROBOT_LINE, TINY_ACT, dataset_flags, logged_losses
 from raycluster.errors import UsageError
 from raycluster.training import lerobot_api
 from raycluster.training.lerobot_api import LoopHooks
+from raycluster.training.lerobot_lines import Placement, installed_line
+from raycluster.training.lerobot_lines.accelerator_built import AcceleratorBuilt
+from raycluster.training.lerobot_lines.accelerator_given import AcceleratorGiven
 
 
-def test_the_installed_lerobot_is_the_supported_line():
-    assert version("lerobot").startswith(lerobot_api.SUPPORTED + ".")
-    lerobot_api.check_version()
+def test_the_installed_lerobot_is_driven_by_the_adapter_its_train_fits(monkeypatch):
+    # 0.6.x: train(cfg, accelerator); main (LeRobot's next release): train(cfg), its own Accelerator.
+    expected = {"0.6": AcceleratorGiven, "main": AcceleratorBuilt}[os.environ.get(LEROBOT_LINE, "0.6")]
+    assert isinstance(installed_line(), expected)
+
+    def train(cfg, engine):  # a LeRobot whose train neither line fits
+        raise AssertionError("never called")
+
+    monkeypatch.setattr(lerobot_train, "train", train)
+    with pytest.raises(UsageError, match=r"train\(cfg, engine\).*LeRobot 0\.6\.x .* or LeRobot main"):
+        installed_line()
 
 
 def test_checkpoint_layout_names_are_lerobots():
@@ -38,8 +49,7 @@ def global_names(code) -> set[str]:
     return set(code.co_names).union(*nested)
 
 
-def test_train_takes_our_accelerator_and_looks_up_the_hooked_functions_per_call():
-    assert "accelerator" in inspect.signature(lerobot_train.train).parameters
+def test_train_looks_up_the_hooked_functions_per_call():
     # Wrapping works only while `train` resolves these through its module's globals at call time.
     looked_up = global_names(inspect.unwrap(lerobot_train.train).__code__)
     assert {"update_policy", "should_save_checkpoint", "update_last_checkpoint", "reset_averages"} <= looked_up
@@ -85,7 +95,7 @@ def test_hooks_see_every_step_and_checkpoint_of_lerobots_own_loop(dataset, tmp_p
     cfg = lerobot_api.parse_train_config(args, validate=True)
     seen = Seen()
     with lerobot_api.hooked([seen]):
-        lerobot_api.run_train(cfg, lerobot_api.build_accelerator(cfg, use_gpu=False, precision="auto"), args)
+        installed_line().train(cfg, args, Placement(rank=0, world_size=1, use_gpu=False, mixed_precision="auto"))
     assert seen.steps == [1, 2, 3]
     # What a logged step hands the hooks is what LeRobot printed for it.
     printed = logged_losses(capfd.readouterr().err + caplog.text)

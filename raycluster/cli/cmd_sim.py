@@ -34,6 +34,14 @@ def register(verbs) -> None:
     source.add_argument("--request", type=Path, help="a CreateTrainingJob request (`raycluster launch --dry-run`)")
     parser.add_argument("--channel", action="append", default=[], metavar="NAME=PATH", help="an input channel")
     parser.add_argument(
+        "--wheel",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a wheel shipped with the code and installed on every host, as `raycluster launch --wheel` ships it "
+        "(the hosts install it in their own scratch; this machine's environment is not changed)",
+    )
+    parser.add_argument(
         "--checkpoints",
         type=Path,
         help="pre-fill every host's /opt/ml/checkpoints from this "
@@ -88,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
         framework_version=local_torch_release(),
         image_uri="raycluster-sim:local",
         raw_hyperparameters={} if args.request else document,
+        wheels=tuple(args.wheel),
     )
     workdir = args.workdir.resolve()
     with tempfile.TemporaryDirectory(prefix="raycluster-sim-stage-") as tmp:

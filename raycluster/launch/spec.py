@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from raycluster.cluster_config import split_cluster_args
@@ -67,6 +68,9 @@ class LaunchSpec:
     """Repeatable."""
     include: tuple[str, ...] = ()
     """Your own Ray job script, staged into jobs/ (repeatable)."""
+    wheels: tuple[str, ...] = option("--wheel", default=())
+    """A wheel installed on every host over the image's packages, without its dependencies (e.g. LeRobot
+    main, which no release has yet); repeatable."""
     flags: tuple[str, ...] = option("", default=())
     """``--cluster.*``, ``--entry.*`` and LeRobot flags; they travel as hyperparameters (``group__field``)."""
     raw_hyperparameters: dict[str, Any] = option("", default_factory=dict)
@@ -142,6 +146,9 @@ class LaunchSpec:
             )
         if not self.image_uri:
             torch_release(self.framework_version)
+        for wheel in self.wheels:
+            if not (wheel.endswith(".whl") and Path(wheel).is_file()):
+                raise UsageError(f"--wheel {wheel}: not a wheel file here (a path ending in .whl)")
         # Refused here, before any upload, as the entry point would refuse them on the hosts: what SageMaker's
         # driver cannot carry, and entry.* / cluster.* settings out of range.
         split_cluster_args(split_hyperparameters(to_hyperparameters(list(self.flags)))[1])

@@ -23,6 +23,7 @@ from raycluster.sagemaker.hyperparameters import split_hyperparameters
 from raycluster.sagemaker.job_plan import job_flags, job_script, trains
 from raycluster.sagemaker.reaper import OrphanReaper
 from raycluster.sagemaker.topology import Topology, read_topology, sagemaker_base
+from raycluster.sagemaker.wheels import install_shipped_wheels
 from raycluster.sagemaker.worker_host import WorkerHost
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,8 @@ def main() -> int:
         signal.signal(sig, lambda *_: stop.set())
     try:
         topology, settings, flags = read_job(os.environ)
+        # Before any Ray node starts: the nodes, the job's driver and its workers inherit PYTHONPATH.
+        install_shipped_wheels(os.environ)
         # This process talks to the cluster too: it needs the same credentials as the nodes, in the environment
         # before anything imports Ray (Ray reads its auth mode once, on import).
         os.environ.update(auth_env(settings))

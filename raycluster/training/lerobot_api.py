@@ -1,12 +1,8 @@
-"""Every place raycluster reaches into LeRobot, and nowhere else: a new LeRobot release is a change here.
-
-Supported: LeRobot 0.6.x (tested with 0.6.1). The touch points, each with a test in
-``tests/test_lerobot_api.py``:
+"""Every place raycluster reaches into LeRobot that both supported lines share (LeRobot 0.6.x and LeRobot
+main); how ``train`` itself is called differs between them and lives in ``lerobot_lines/``, one module per
+line. The touch points, each with a test in ``tests/test_lerobot_api.py``:
 
 - its flag parser (``parser.wrap`` over ``TrainPipelineConfig``, which reads ``sys.argv``);
-- ``lerobot_train.train(cfg, accelerator)``: LeRobot's whole loop on an Accelerator we build. LeRobot's main
-  branch drops the argument and builds the Accelerator itself from ``--parallelism.*``/``--accelerator.*``
-  flags; ``run_train`` and ``mixed_precision`` are what change then;
 - three functions ``train`` looks up in its module at every step, wrapped by ``hooked``: ``update_policy``
   (one optimizer step), ``should_save_checkpoint`` and ``update_last_checkpoint`` (called once a
   checkpoint is whole); and ``MetricsTracker.reset_averages``, which ``train`` calls right after it logged a
@@ -24,21 +20,8 @@ from pathlib import Path
 from raycluster.errors import UsageError
 from raycluster.training.stderr_copy import StderrCopy
 
-SUPPORTED = "0.6"
-"""The LeRobot release line this module is written against."""
 CHECKPOINTS, LAST, PRETRAINED_MODEL = "checkpoints", "last", "pretrained_model"
 """LeRobot's names (``lerobot.utils.constants``), here so that no other module imports LeRobot for them."""
-
-
-def check_version() -> None:
-    from importlib.metadata import version
-
-    found = version("lerobot")
-    if not found.startswith(SUPPORTED + "."):
-        raise UsageError(
-            f"lerobot {found} is installed; raycluster supports lerobot {SUPPORTED}.x "
-            f"(pip install 'lerobot[training]=={SUPPORTED}.*')"
-        )
 
 
 @contextlib.contextmanager
@@ -119,37 +102,6 @@ def resumed_step(args: list[str]) -> int | None:
     return int(Path(config_path).parent.parent.name) if config_path else None
 
 
-def mixed_precision(cfg, use_gpu: bool) -> str | None:
-    """LeRobot's own rule (``lerobot_train.train`` builds its Accelerator this way): ``policy.dtype``
-    if the policy has one, else ``policy.use_amp`` with torch's autocast dtype for the device."""
-    import torch
-
-    policy_cfg = cfg.trainable_config
-    if hasattr(policy_cfg, "dtype"):
-        return {"bfloat16": "bf16", "float16": "fp16", "float32": "no"}.get(policy_cfg.dtype)
-    if getattr(policy_cfg, "use_amp", False):
-        dtype = torch.get_autocast_dtype("cuda" if use_gpu else "cpu")
-        return {torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
-    return None
-
-
-def build_accelerator(cfg, use_gpu: bool, precision: str):
-    """The Accelerator LeRobot would build for ``cfg``, on the process group Ray Train made.
-
-    ``cpu=True`` is required on CPU: without it every rank believes it is alone (no DDP, every
-    rank saves) and nothing errors. ``precision="auto"`` keeps LeRobot's own choice.
-    """
-    from accelerate import Accelerator
-    from accelerate.utils import DistributedDataParallelKwargs
-
-    return Accelerator(
-        step_scheduler_with_optimizer=False,
-        mixed_precision=mixed_precision(cfg, use_gpu) if precision == "auto" else precision,
-        kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)],
-        cpu=not use_gpu,
-    )
-
-
 class LoopHooks:
     """What an observer of LeRobot's loop may do; each method is a no-op unless overridden."""
 
@@ -221,14 +173,6 @@ def hooked(hooks: Sequence[LoopHooks]) -> Iterator[None]:
         lerobot_train.update_policy = update
         lerobot_train.should_save_checkpoint = should_save
         lerobot_train.update_last_checkpoint = update_last
-
-
-def run_train(cfg, accelerator, args: list[str]) -> None:
-    """LeRobot's own training loop on ``accelerator``, with ``args`` as its ``sys.argv``."""
-    from lerobot.scripts import lerobot_train
-
-    with lerobot_argv(args):
-        lerobot_train.train(cfg, accelerator=accelerator)
 
 
 def run_main() -> None:

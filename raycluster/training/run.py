@@ -28,6 +28,7 @@ from raycluster.dataset import check_dataset_root
 from raycluster.training.interrupt import StopRequest, forward_to_journal
 from raycluster.training.journal import RunJournal
 from raycluster.training.lerobot_api import LAST, PRETRAINED_MODEL, checkpoints_dir, flag_value, parse_train_config
+from raycluster.training.lerobot_lines import installed_line
 from raycluster.training.paths import absolute_paths
 from raycluster.training.summary import Measured, RunSummary
 from raycluster.training.worker import WorkerConfig, WorkerResult, train_loop_per_worker
@@ -76,11 +77,12 @@ def staging_dir(given: str) -> Iterator[str]:
         yield made
 
 
-def prepare_lerobot_args(args: list[str], resuming: bool):
-    """Validate LeRobot's flags here, before any cluster starts, and pin the output dir so that every
-    worker (and this driver) agree on it even when LeRobot would have made one up from the clock.
-    A run that will resume from the keeper's checkpoint is only parsed: its output dir may exist, and
-    LeRobot validates the saved config when it resumes."""
+def prepare_lerobot_args(cluster: ClusterConfig, args: list[str], resuming: bool):
+    """Validate LeRobot's flags here, before any cluster starts, as the installed LeRobot line takes them
+    with ours, and pin the output dir so that every worker (and this driver) agree on it even when LeRobot
+    would have made one up from the clock. A run that will resume from the keeper's checkpoint is only
+    parsed: its output dir may exist, and LeRobot validates the saved config when it resumes."""
+    args = installed_line().plan_args(args, cluster)
     cfg = parse_train_config(args, validate=not resuming)
     if cfg.dataset is not None and cfg.dataset.root is not None:
         check_dataset_root(Path(cfg.dataset.root))
@@ -119,7 +121,14 @@ def make_trainer(cluster: ClusterConfig, cfg, args: list[str], journal, staging:
     if cluster.checkpoint_dir:
         checkpoint_keeper = keeper_on_this_node(cluster.checkpoint_dir, cluster.keep_checkpoints, staging_dir=staging)
     worker = WorkerConfig(
-        args, cluster.use_gpu, cluster.mixed_precision, journal, checkpoint_keeper, model_keeper, curves
+        args,
+        cluster.use_gpu,
+        cluster.mixed_precision,
+        journal,
+        checkpoint_keeper,
+        model_keeper,
+        curves,
+        cluster.sharding,
     )
     return TorchTrainer(
         train_loop_per_worker,
@@ -157,7 +166,7 @@ def run_training(cluster: ClusterConfig, lerobot_args: list[str], stop: StopRequ
     started = time.perf_counter()
     cluster, lerobot_args = absolute_paths(cluster, lerobot_args, Path.cwd())
     resuming = bool(cluster.checkpoint_dir) and has_complete_checkpoint(cluster.checkpoint_dir)
-    cfg, args = prepare_lerobot_args(lerobot_args, resuming)
+    cfg, args = prepare_lerobot_args(cluster, lerobot_args, resuming)
     log.info(
         "effective batch = batch_size %d x world_size %d x grad_accum 1 = %d samples per step",
         cfg.batch_size,

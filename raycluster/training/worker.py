@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import ray.train
+import ray.train.torch
 import torch.distributed as dist
 
 from raycluster.checkpoints.transfer import Shipper, fetch_directory, send_directory
@@ -16,6 +17,7 @@ from raycluster.training import lerobot_api
 from raycluster.training.curve_hooks import CurveHooks, publish_marker
 from raycluster.training.interrupt import Interrupted, StopAgreement
 from raycluster.training.lerobot_api import LoopHooks, checkpoints_dir, newest_checkpoint, parse_train_config
+from raycluster.training.lerobot_lines import Placement, installed_line
 from raycluster.training.recorder import StepRecorder
 from raycluster.training.resume import Start, decide_start, final_checkpoint
 from raycluster.training.summary import Measured
@@ -36,6 +38,8 @@ class WorkerConfig:
     """CheckpointKeeper that receives the final pretrained_model, when --cluster.model_dir is set."""
     curves: object | None = None
     """CurveKeeper that records the run's curves, unless --cluster.track=none (or trackio is missing)."""
+    sharding: str = "none"
+    """--cluster.sharding: the parallelism degrees each rank fills in from where the ranks landed."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,27 +103,29 @@ def publish_model(worker: WorkerConfig, output_dir: Path, published: list[str]) 
         send_directory(worker.model_keeper, final / lerobot_api.PRETRAINED_MODEL, lerobot_api.PRETRAINED_MODEL)
 
 
-def shared_accelerator(cfg, worker: WorkerConfig, rank: int, world_size: int):
-    accelerator = lerobot_api.build_accelerator(cfg, worker.use_gpu, worker.mixed_precision)
-    if accelerator.num_processes != world_size or accelerator.process_index != rank:
-        raise RuntimeError(
-            f"accelerate sees rank {accelerator.process_index}/{accelerator.num_processes}, "
-            f"Ray Train rank {rank}/{world_size}: the process group was not shared"
-        )
-    return accelerator
+def rank_hosts(node: str, rank: int, world_size: int) -> list[str]:
+    """Every rank's host, by rank; rank 0 logs them as blocks (a shard group must not span two hosts)."""
+    hosts: list[str | None] = [None] * world_size
+    dist.all_gather_object(hosts, node)
+    if rank == 0:
+        blocks = [
+            f"{host}: {hosts.index(host)}-{len(hosts) - 1 - hosts[::-1].index(host)}" for host in dict.fromkeys(hosts)
+        ]
+        log.info("ranks by host: %s", ", ".join(blocks))
+    return hosts
 
 
-def loop_hooks(worker: WorkerConfig, cfg, rank: int, world_size: int, accelerator, start: Start):
+def loop_hooks(worker: WorkerConfig, cfg, rank: int, world_size: int, device, start: Start):
     """Everything that watches LeRobot's loop on this rank: the step recorder, the stop agreement, on rank 0
     the checkpoint shipper, and the curves (with the attempt's restart and resume marked)."""
     recorder = StepRecorder(cfg.batch_size * world_size, max(cfg.log_freq, 1), ray.train.report)
-    agreement = StopAgreement(worker.journal, accelerator.device, polls=rank == 0)
+    agreement = StopAgreement(worker.journal, device, polls=rank == 0)
     hooks, shipper, curves = [recorder, agreement], None, worker.curves
     if rank == 0 and worker.checkpoint_keeper is not None:
         shipper = Shipper(worker.checkpoint_keeper, publish_marker(curves) if curves is not None else None)
         hooks.append(Shipping(shipper))
     if curves is not None:
-        hooks.append(CurveHooks(curves, rank, accelerator.device))
+        hooks.append(CurveHooks(curves, rank, device))
         if rank == 0 and start.attempt > 1:
             curves.mark.remote(start.resumed_from or 0, "restart", {"attempt": float(start.attempt)})
         if rank == 0 and start.resumed_from is not None:
@@ -134,17 +140,20 @@ def train_loop_per_worker(config: dict) -> WorkerResult | None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     node = ray.util.get_node_ip_address()
     log.info("raycluster worker rank %d of %d, pid %d, node %s", rank, world_size, os.getpid(), node)
+    line = installed_line()
     cfg = parse_train_config(worker.lerobot_args, validate=False)
     start = agree_on_start(worker, cfg, rank, context.get_local_rank(), world_size)
-    if start.args != worker.lerobot_args:
-        cfg = parse_train_config(start.args, validate=False)
-    accelerator = shared_accelerator(cfg, worker, rank, world_size)
-    recorder, agreement, shipper, hooks = loop_hooks(worker, cfg, rank, world_size, accelerator, start)
+    args = line.worker_args(start.args, rank_hosts(node, rank, world_size), worker.sharding)
+    if args != worker.lerobot_args:
+        cfg = parse_train_config(args, validate=False)
+    placement = Placement(rank, world_size, worker.use_gpu, worker.mixed_precision)
+    device = ray.train.torch.get_device()
+    recorder, agreement, shipper, hooks = loop_hooks(worker, cfg, rank, world_size, device, start)
     backend = dist.get_backend()  # LeRobot's train ends by destroying the process group
     started, interrupted_at = time.perf_counter(), None
     try:
         with lerobot_api.hooked(hooks):
-            lerobot_api.run_train(cfg, accelerator, start.args)
+            line.train(cfg, args, placement)
     except Interrupted as stop:
         interrupted_at = stop.step
         log.info("rank %d: stopped on request after step %d", rank, stop.step)
@@ -160,7 +169,7 @@ def train_loop_per_worker(config: dict) -> WorkerResult | None:
         publish_model(worker, output_dir, published if worker.checkpoint_keeper is not None else [])
     return WorkerResult(
         world_size=world_size, backend=backend, policy_wrapper=recorder.policy_class,
-        mixed_precision=accelerator.mixed_precision, final_step=recorder.last_step or start.resumed_from,
+        mixed_precision=line.precision(cfg, placement), final_step=recorder.last_step or start.resumed_from,
         samples_per_s=recorder.samples_per_s, loss_first=recorder.loss_first, loss_last=recorder.loss_last,
         checkpoints=[int(name) for name in published], resumed_from=start.resumed_from,
         uploads_skipped=shipper.skipped if shipper else [], uploads_failed=shipper.failed if shipper else {},

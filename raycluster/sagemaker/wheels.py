@@ -1,0 +1,36 @@
+"""Wheels shipped with the job's code (``raycluster launch --wheel``): installed on this host before its Ray
+node starts, without their dependencies, into node-local scratch put first on ``PYTHONPATH``, which the Ray
+node, the job's driver and every worker inherit. The image's own packages are never changed."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from raycluster.layout import SCRATCH, SHIPPED_WHEELS, SOURCE_DIR
+
+log = logging.getLogger(__name__)
+
+INSTALLED = SCRATCH / "wheels"
+
+
+def install_shipped_wheels(environ, source: Path = SOURCE_DIR, target: Path = INSTALLED) -> list[str]:
+    """Install every shipped wheel; the names installed (none: nothing shipped, nothing changed)."""
+    wheels = sorted((source / SHIPPED_WHEELS).glob("*.whl"))
+    if not wheels:
+        return []
+    installed = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(target)]
+        + [str(wheel) for wheel in wheels],
+        capture_output=True,
+        text=True,
+    )
+    if installed.returncode != 0:
+        said = (installed.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"the shipped wheels {[w.name for w in wheels]} could not be installed: {said}")
+    environ["PYTHONPATH"] = os.pathsep.join([str(target), *filter(None, [environ.get("PYTHONPATH")])])
+    log.info("installed %s over the image's packages (in %s)", ", ".join(w.name for w in wheels), target)
+    return [wheel.name for wheel in wheels]

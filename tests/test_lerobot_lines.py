@@ -1,0 +1,60 @@
+"""What each LeRobot line makes of our flags, before any worker starts and on every rank: pure planning, so
+it is checked here under whichever LeRobot is installed (LeRobot main itself runs in test_lerobot_main.py)."""
+
+import pytest
+
+from raycluster.cluster_config import ClusterConfig
+from raycluster.errors import UsageError
+from raycluster.training.lerobot_lines.accelerator_built import AcceleratorBuilt
+from raycluster.training.lerobot_lines.accelerator_given import AcceleratorGiven
+
+BUILT, GIVEN = AcceleratorBuilt(), AcceleratorGiven()
+FLAGS = ["--policy.type=act", "--steps=10"]
+
+
+def test_cluster_mixed_precision_becomes_lerobot_mains_own_flag_or_is_refused_beside_it():
+    assert BUILT.plan_args(FLAGS, ClusterConfig()) == FLAGS  # auto: LeRobot's own default
+    assert BUILT.plan_args(FLAGS, ClusterConfig(mixed_precision="no")) == FLAGS  # LeRobot's default already
+    bf16 = BUILT.plan_args(FLAGS, ClusterConfig(mixed_precision="bf16"))
+    assert bf16 == [*FLAGS, "--accelerator.mixed_precision=bf16"]
+    theirs = [*FLAGS, "--accelerator.mixed_precision=fp16"]
+    assert BUILT.plan_args(theirs, ClusterConfig()) == theirs  # verbatim
+    with pytest.raises(UsageError, match=r"--cluster.mixed_precision=bf16 and --accelerator.mixed_precision=fp16"):
+        BUILT.plan_args(theirs, ClusterConfig(mixed_precision="bf16"))
+
+
+def test_parallelism_degrees_that_do_not_multiply_to_the_workers_are_refused_before_any_worker():
+    ok = [*FLAGS, "--parallelism.dp_replicate=2", "--parallelism.dp_shard=4"]
+    assert BUILT.plan_args(ok, ClusterConfig(num_workers=8)) == ok
+    with pytest.raises(UsageError, match=r"= 8 ranks, but --cluster.num_workers=4"):
+        BUILT.plan_args(ok, ClusterConfig(num_workers=4))
+    with pytest.raises(UsageError, match=r"--parallelism.dp_shard=two: a whole number"):
+        BUILT.plan_args([*FLAGS, "--parallelism.dp_shard=two"], ClusterConfig())
+    sentinel = [*FLAGS, "--parallelism.dp_replicate=2", "--parallelism.dp_shard=-1"]  # LeRobot resolves -1
+    assert BUILT.plan_args(sentinel, ClusterConfig(num_workers=8)) == sentinel
+
+
+def test_sharding_fills_the_degrees_from_where_the_ranks_landed():
+    two_hosts = ["10.0.0.1"] * 8 + ["10.0.0.2"] * 8
+    fsdp = BUILT.worker_args(FLAGS, two_hosts, "fsdp")
+    assert fsdp == [*FLAGS, "--parallelism.dp_replicate=1", "--parallelism.dp_shard=16"]
+    hsdp = BUILT.worker_args(FLAGS, two_hosts, "hsdp")  # shard over a host's 8 GPUs, replicate over 2 hosts
+    assert hsdp == [*FLAGS, "--parallelism.dp_replicate=2", "--parallelism.dp_shard=8"]
+    mine = [*FLAGS, "--parallelism.dp_shard=4"]
+    assert BUILT.worker_args(mine, two_hosts, "hsdp") == [*mine, "--parallelism.dp_replicate=2"]  # the user's wins
+    assert BUILT.worker_args(FLAGS, two_hosts, "none") == FLAGS
+
+
+def test_hsdp_refuses_hosts_with_unequal_workers_and_ranks_that_are_not_one_block_per_host():
+    with pytest.raises(UsageError, match=r"same number of workers on every host, got \{'a': 2, 'b': 1\}"):
+        BUILT.worker_args(FLAGS, ["a", "a", "b"], "hsdp")
+    with pytest.raises(UsageError, match=r"not one contiguous block per host"):
+        BUILT.worker_args(FLAGS, ["a", "b", "a", "b"], "hsdp")
+
+
+def test_lerobot_06_refuses_sharding_in_one_line():
+    assert GIVEN.plan_args(FLAGS, ClusterConfig(mixed_precision="bf16")) == FLAGS  # 0.6.x: ours builds it
+    with pytest.raises(UsageError, match=r"--cluster.sharding=fsdp needs LeRobot main"):
+        GIVEN.plan_args(FLAGS, ClusterConfig(sharding="fsdp"))
+    with pytest.raises(UsageError, match=r"--cluster.sharding must be none, fsdp or hsdp"):
+        ClusterConfig(sharding="zero3").check()
