@@ -246,18 +246,24 @@ def test_a_save_that_misses_the_deadline_leaves_the_previous_checkpoint_newest(j
     assert_clean()
 
 
-def test_rank0_off_the_head_ships_checkpoints_to_it(job, tmp_path):
-    # The head trains nothing here, so rank 0 runs on another host and every file crosses the network.
+def test_rank0_off_the_head_ships_checkpoints_to_it_and_each_hosts_ranks_are_one_block(job, tmp_path):
+    # The head trains nothing here, so rank 0 runs on another host and every file crosses the network. Two
+    # workers on each of the two training hosts: Ray Train numbers them host by host, so a shard group of
+    # consecutive ranks (--cluster.sharding=hsdp) never spans two hosts.
     first = tmp_path / "first"
     hps = {**TINY_ACT_HPS, "steps": 4, "save_freq": 2, "log_freq": 2, "entry__head_trains": False}
-    result = job(first, 3, hps).finish()
+    result = job(first, 3, {**hps, "cluster__num_workers": 4}).finish()
     assert all(h["exit_code"] == 0 for h in result.values()), result
     assert LocalStore(head_checkpoints(first)).names() == ["000002", "000004"]
     assert_all_complete(head_checkpoints(first))
     model = first / "algo-1" / "opt" / "ml" / "model"
-    assert json.loads((model / "raycluster_summary.json").read_text())["world_size"] == 2
+    assert json.loads((model / "raycluster_summary.json").read_text())["world_size"] == 4
     for worker in ("algo-2", "algo-3"):
         assert not (first / worker / "opt" / "ml" / "checkpoints" / "lerobot").exists()
+    log = (first / "algo-1" / "log.txt").read_text()
+    # Rank 0 logs every rank's own node address (all-gathered), grouped by host.
+    blocks = re.search(r"ranks by host: (\S+): 0-1, (\S+): 2-3\n", log)
+    assert blocks and blocks.group(1) != blocks.group(2), re.findall(r"ranks by host: .*", log)
 
 
 def test_interactive_cluster_runs_a_users_job_script_and_ends_on_request(job, tmp_path):
