@@ -2,6 +2,7 @@
 
 1. training: the same short run (dataset, tiny ACT, seed, steps, world size 2) under plain torchrun +
    LeRobot's ``train`` and under ``raycluster train``: loop samples/s and end-to-end wall time.
+   The same again on LeRobot main (``lerobot-main``), from its wheel in ``../shared/wheels``.
 2. checkpoint stall: loop samples/s of a run that checkpoints every few steps through the keeper versus
    LeRobot's own synchronous local save alone (and versus no periodic checkpoint).
 3. recovery: from SIGKILL of a training worker to the first resumed training step.
@@ -28,6 +29,7 @@ from raycluster.training.summary import read_summary
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 RECOVERY_STEPS = 40
+LEROBOT_MAIN_WHEELS = sorted((REPO.parent / "shared" / "wheels").glob("lerobot-*.whl"))
 
 
 class Bench:
@@ -84,7 +86,7 @@ class Bench:
         )
         return {**read_summary(self.work / name), "wall": wall}
 
-    def training(self) -> None:
+    def training(self, part: str = "training") -> None:
         wall, out = self.run(
             [
                 str(BIN / "torchrun"),
@@ -94,22 +96,38 @@ class Bench:
                 f"--steps={self.steps}",
                 f"--save_freq={self.steps}",
                 f"--log_freq={self.steps}",
-                f"--output_dir={self.work / 'plain'}",
+                f"--output_dir={self.work / part / 'plain'}",
             ]
         )
         plain = json.loads(out.split("BENCH ", 1)[1].splitlines()[0])
-        ours = self.raycluster("ray")
+        ours = self.raycluster(f"{part}/ray")
         self.rows += [
             (
-                "training",
+                part,
                 "loop samples/s",
                 plain["samples_per_s"],
                 ours["samples_per_s"],
                 f"{ours['samples_per_s'] / plain['samples_per_s']:.3f}",
                 ">= 0.98",
             ),
-            ("training", "end-to-end wall s", wall, ours["wall"], f"{ours['wall'] - wall:+.1f} s", "<= +10 s"),
+            (part, "end-to-end wall s", wall, ours["wall"], f"{ours['wall'] - wall:+.1f} s", "<= +10 s"),
         ]
+
+    def lerobot_main(self) -> None:
+        """The training rows again on LeRobot main (its wheel over this environment, as the tests run it):
+        plain torchrun + LeRobot main's own ``train`` against ``raycluster train`` on it."""
+        if not LEROBOT_MAIN_WHEELS:
+            print(f"bench: no LeRobot main wheel in {LEROBOT_MAIN_WHEELS.parent}: the lerobot-main rows are left out")
+            return
+        overlay = self.work / "lerobot-main-overlay"
+        pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(overlay)]
+        subprocess.run([*pip, str(LEROBOT_MAIN_WHEELS[-1])], check=True)
+        saved = self.env
+        self.env = {**saved, "PYTHONPATH": f"{overlay}{os.pathsep}{REPO}"}
+        try:
+            self.training("lerobot main")
+        finally:
+            self.env = saved
 
     def curves(self) -> None:
         """What recording the curves costs the loop, in its worst case: every step logged."""
@@ -228,13 +246,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=80)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--only", choices=["training", "curves", "checkpoints", "recovery", "interruption"])
+    parser.add_argument(
+        "--only", choices=["training", "lerobot-main", "curves", "checkpoints", "recovery", "interruption"]
+    )
     parser.add_argument("--keep", action="store_true", help="keep the work dir (datasets, runs, checkpoints)")
     args = parser.parse_args()
     bench = Bench(args.steps, args.workers)
     try:
         for part, run in (
             ("training", bench.training),
+            ("lerobot-main", bench.lerobot_main),
             ("curves", bench.curves),
             ("checkpoints", bench.checkpoint_stall),
             ("recovery", bench.recovery),

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # One prepared check of the GPU path: a short ACT training under `raycluster train --cluster.use_gpu=true`
-# (NCCL process group, mixed precision) and the same under plain LeRobot (torchrun), samples/s of both.
+# (NCCL process group, mixed precision) and the same under plain LeRobot (torchrun), samples/s of both;
+# then, where LeRobot main's wheel is at hand (../shared/wheels or .whl/lerobot-main/), FSDP2 over every GPU
+# (--cluster.sharding=fsdp, 2+ GPUs) and HSDP (2 replicas x 2 shards, 4+ GPUs) through raycluster on it.
 #
 #   bash bench/gpu_check.sh            # on a GPU machine (wheels for ray/lerobot in .whl/ are installed first)
 #   bash bench/gpu_check.sh --cpu      # the reduced CPU form that CI runs, so the script keeps working
@@ -62,3 +64,31 @@ print(f"{'raycluster train (override)':<28}{bf16['samples_per_s'] or 0:>12.1f}{'
 print(f"ratio raycluster/plain samples/s: {ray['samples_per_s'] / plain['samples_per_s']:.3f}")
 assert bf16["final_step"] == bf16["steps"], bf16
 PYEOF
+
+# LeRobot main: sharded training, which accelerate allows on GPUs only (on CPU it refuses --parallelism.dp_shard).
+main_wheel=$(ls ../shared/wheels/lerobot-*.whl .whl/lerobot-main/lerobot-*.whl 2>/dev/null | tail -1 || true)
+if [ $mode = cpu ] || [ -z "$main_wheel" ]; then
+  echo "lerobot main: FSDP/HSDP skipped (${main_wheel:+CPU: accelerate shards on GPUs only}${main_wheel:-no LeRobot main wheel})"
+  exit 0
+fi
+"$PY" -m pip install -q --no-index --no-deps --target "$work/lerobot-main" "$main_wheel"
+main_flags="$flags --steps=$(( steps < 50 ? steps : 50 )) --accelerator.mixed_precision=bf16"
+sharded() {  # name, then raycluster train flags
+  local name=$1; shift
+  PYTHONPATH="$work/lerobot-main:$PYTHONPATH" "$PY" -m raycluster train --cluster.use_gpu=true $main_flags "$@" \
+    --output_dir="$work/$name" >"$work/$name.log" 2>&1 || { tail -30 "$work/$name.log"; exit 1; }
+  "$PY" -c 'import json, sys; s = json.load(open(sys.argv[1])); assert s["final_step"] == s["steps"], s
+print(f"lerobot main {sys.argv[2]:<8} {s[\"samples_per_s\"] or 0:>10.1f} samples/s  {s[\"backend\"]} {s[\"mixed_precision\"]}")' \
+    "$work/$name/raycluster_summary.json" "$name"
+  ls "$work/$name/checkpoints/last/pretrained_model/"
+}
+if [ "$nproc" -ge 2 ]; then
+  sharded fsdp --cluster.num_workers="$nproc" --cluster.sharding=fsdp
+else
+  echo "lerobot main: FSDP needs 2 GPUs, this machine has $nproc"
+fi
+if [ "$nproc" -ge 4 ]; then
+  sharded hsdp --cluster.num_workers=4 --parallelism.dp_replicate=2 --parallelism.dp_shard=2
+else
+  echo "lerobot main: HSDP (2 x 2) needs 4 GPUs, this machine has $nproc"
+fi

@@ -52,3 +52,21 @@ def test_the_interactive_section_runs_as_written():
     pid = re.search(r"Ray head up \(pid (\d+)\)", output).group(1)
     assert f"Ray head (pid {pid}) stopped" in output and not Path(f"/proc/{pid}").exists()
     assert "all-reduce" in output
+
+
+@pytest.mark.slow
+def test_the_lerobot_main_block_runs_as_written(lerobot_main_wheel, tmp_path):
+    """From a clone beside the project's shared/ (the wheel's ../shared/wheels), with the Train section's dataset."""
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    (clone / ".venv").symlink_to(REPO / ".venv")
+    (tmp_path / "shared").symlink_to(lerobot_main_wheel.parent.parent)
+    made = subprocess.run(
+        [".venv/bin/raycluster", "dataset", "synthetic", "--root", "data/synthetic"], cwd=clone, capture_output=True
+    )
+    assert made.returncode == 0, made.stderr[-2000:]
+    result = run_readme_block("## LeRobot 0.6.x and LeRobot main", clone)
+    assert result.returncode == 0, result.stderr[-4000:]
+    summary = json.loads((clone / "outputs" / "act-main" / "raycluster_summary.json").read_text())
+    assert summary["final_step"] == 20 and summary["checkpoints"] == [10, 20] and summary["world_size"] == 2
+    assert summary["policy_wrapper"] == "DistributedDataParallel"

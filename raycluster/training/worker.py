@@ -143,7 +143,8 @@ def train_loop_per_worker(config: dict) -> WorkerResult | None:
     line = installed_line()
     cfg = parse_train_config(worker.lerobot_args, validate=False)
     start = agree_on_start(worker, cfg, rank, context.get_local_rank(), world_size)
-    args = line.worker_args(start.args, rank_hosts(node, rank, world_size), worker.sharding)
+    hosts = rank_hosts(node, rank, world_size)
+    args = line.worker_args(start.args, hosts, worker.sharding, worker.checkpoint_keeper is not None)
     if args != worker.lerobot_args:
         cfg = parse_train_config(args, validate=False)
     placement = Placement(rank, world_size, worker.use_gpu, worker.mixed_precision)

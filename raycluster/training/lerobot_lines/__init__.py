@@ -43,9 +43,9 @@ class LeRobotLine(Protocol):
         """On the driver, before any worker starts: LeRobot's flags as this line takes ours; a combination it
         cannot run is refused (UsageError)."""
 
-    def worker_args(self, args: list[str], hosts: list[str], sharding: str) -> list[str]:
+    def worker_args(self, args: list[str], hosts: list[str], sharding: str, kept: bool) -> list[str]:
         """On every rank, once the ranks know each other's hosts (``hosts[rank]``): the flags that depend on
-        where the ranks landed."""
+        where the ranks landed. ``kept``: the run's checkpoints go to a keeper (``--cluster.checkpoint_dir``)."""
 
     def precision(self, cfg, placement: Placement) -> str:
         """The mixed precision this rank trains with (``no``, ``fp16``, ``bf16``)."""

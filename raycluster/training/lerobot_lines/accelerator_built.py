@@ -68,11 +68,19 @@ class AcceleratorBuilt:
             )
         return args
 
-    def worker_args(self, args: list[str], hosts: list[str], sharding: str) -> list[str]:
-        if sharding == "none":
-            return args
-        degrees = sharding_degrees(sharding, hosts)
-        return [*args, *(f"--{name}={value}" for name, value in degrees.items() if flag_value(args, name) is None)]
+    def worker_args(self, args: list[str], hosts: list[str], sharding: str, kept: bool) -> list[str]:
+        if sharding != "none":
+            degrees = sharding_degrees(sharding, hosts)
+            args = [*args, *(f"--{name}={value}" for name, value in degrees.items() if flag_value(args, name) is None)]
+        if kept and len(set(hosts)) > 1 and given_degree(args, SHARD) not in (None, 1):
+            # A sharded save writes DCP shards from every rank into its own host's output_dir; the keeper takes
+            # rank 0's host's files only, so it would publish checkpoints that cannot be resumed.
+            raise UsageError(
+                f"--{SHARD}={flag_value(args, SHARD)} over {len(set(hosts))} hosts with --cluster.checkpoint_dir: "
+                "sharded checkpoints are not gathered across hosts yet, so none would be complete; shard within "
+                "one host (--cluster.sharding=fsdp on a single host) or train DDP across hosts"
+            )
+        return args
 
     def precision(self, cfg, placement: Placement) -> str:
         return str(cfg.accelerator.mixed_precision)

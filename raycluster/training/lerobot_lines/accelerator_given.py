@@ -50,7 +50,7 @@ class AcceleratorGiven:
             )
         return args
 
-    def worker_args(self, args: list[str], hosts: list[str], sharding: str) -> list[str]:
+    def worker_args(self, args: list[str], hosts: list[str], sharding: str, kept: bool) -> list[str]:
         return args
 
     def precision(self, cfg, placement: Placement) -> str:
