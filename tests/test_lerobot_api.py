@@ -52,7 +52,9 @@ def global_names(code) -> set[str]:
 def test_train_looks_up_the_hooked_functions_per_call():
     # Wrapping works only while `train` resolves these through its module's globals at call time.
     looked_up = global_names(inspect.unwrap(lerobot_train.train).__code__)
-    assert {"update_policy", "should_save_checkpoint", "update_last_checkpoint", "reset_averages"} <= looked_up
+    hooked = {"update_policy", "should_save_checkpoint", "save_checkpoint", "update_last_checkpoint", "reset_averages"}
+    assert hooked <= looked_up
+    assert list(inspect.signature(lerobot_train.save_checkpoint).parameters)[0] == "checkpoint_dir"
     assert list(inspect.signature(lerobot_train.should_save_checkpoint).parameters) == [
         "step",
         "save_freq",
@@ -64,7 +66,7 @@ def test_train_looks_up_the_hooked_functions_per_call():
 
 class Seen(LoopHooks):
     def __init__(self):
-        self.steps, self.losses, self.saved, self.logged_losses = [], [], [], {}
+        self.steps, self.losses, self.saved, self.written, self.logged_losses = [], [], [], [], {}
 
     def after_step(self, step, loss, policy):
         self.steps.append(step)
@@ -75,6 +77,9 @@ class Seen(LoopHooks):
 
     def save_now(self, step):
         return step == 2
+
+    def checkpoint_written(self, step_dir):
+        self.written.append(step_dir.name)
 
     def checkpoint_saved(self, step_dir):
         assert (step_dir / lerobot_api.PRETRAINED_MODEL / "train_config.json").is_file()  # whole when we hear of it
@@ -101,7 +106,7 @@ def test_hooks_see_every_step_and_checkpoint_of_lerobots_own_loop(dataset, tmp_p
     printed = logged_losses(capfd.readouterr().err + caplog.text)
     assert sorted(printed) == sorted(seen.logged_losses) == [1, 2, 3]
     assert all(f"{seen.logged_losses[step]:.3f}" == f"{printed[step]:.3f}" for step in printed)
-    assert seen.saved == ["000002", "000003"]  # ours at 2 (off --save_freq), LeRobot's final at 3
+    assert seen.saved == seen.written == ["000002", "000003"]  # ours at 2 (off --save_freq), LeRobot's final at 3
     assert lerobot_api.newest_checkpoint(out).name == "000003"
     assert lerobot_api.resumed_step(lerobot_api.resume_flags(out, "000002", 3)) == 2
     assert lerobot_train.update_policy.__name__ == "update_policy"  # unhooked again

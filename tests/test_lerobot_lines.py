@@ -7,6 +7,7 @@ from raycluster.cluster_config import ClusterConfig
 from raycluster.errors import UsageError
 from raycluster.training.lerobot_lines.accelerator_built import AcceleratorBuilt
 from raycluster.training.lerobot_lines.accelerator_given import AcceleratorGiven
+from raycluster.training.worker import host_part
 
 BUILT, GIVEN = AcceleratorBuilt(), AcceleratorGiven()
 FLAGS = ["--policy.type=act", "--steps=10"]
@@ -36,23 +37,23 @@ def test_parallelism_degrees_that_do_not_multiply_to_the_workers_are_refused_bef
 
 def test_sharding_fills_the_degrees_from_where_the_ranks_landed():
     two_hosts = ["10.0.0.1"] * 8 + ["10.0.0.2"] * 8
-    fsdp = BUILT.worker_args(FLAGS, two_hosts, "fsdp", kept=False)
+    fsdp = BUILT.worker_args(FLAGS, two_hosts, "fsdp")
     assert fsdp == [*FLAGS, "--parallelism.dp_replicate=1", "--parallelism.dp_shard=16"]
-    hsdp = BUILT.worker_args(FLAGS, two_hosts, "hsdp", kept=False)  # shard over a host's 8 GPUs, replicate over 2 hosts
+    hsdp = BUILT.worker_args(FLAGS, two_hosts, "hsdp")  # shard over a host's 8 GPUs, replicate over 2 hosts
     assert hsdp == [*FLAGS, "--parallelism.dp_replicate=2", "--parallelism.dp_shard=8"]
     mine = [*FLAGS, "--parallelism.dp_shard=4"]
-    assert BUILT.worker_args(mine, two_hosts, "hsdp", kept=False) == [
+    assert BUILT.worker_args(mine, two_hosts, "hsdp") == [
         *mine,
         "--parallelism.dp_replicate=2",
     ]  # the user's wins
-    assert BUILT.worker_args(FLAGS, two_hosts, "none", kept=True) == FLAGS
+    assert BUILT.worker_args(FLAGS, two_hosts, "none") == FLAGS
 
 
 def test_hsdp_refuses_hosts_with_unequal_workers_and_ranks_that_are_not_one_block_per_host():
     with pytest.raises(UsageError, match=r"same number of workers on every host, got \{'a': 2, 'b': 1\}"):
-        BUILT.worker_args(FLAGS, ["a", "a", "b"], "hsdp", kept=False)
+        BUILT.worker_args(FLAGS, ["a", "a", "b"], "hsdp")
     with pytest.raises(UsageError, match=r"not one contiguous block per host"):
-        BUILT.worker_args(FLAGS, ["a", "b", "a", "b"], "hsdp", kept=False)
+        BUILT.worker_args(FLAGS, ["a", "b", "a", "b"], "hsdp")
 
 
 def test_lerobot_06_refuses_sharding_in_one_line():
@@ -63,11 +64,14 @@ def test_lerobot_06_refuses_sharding_in_one_line():
         ClusterConfig(sharding="zero3").check()
 
 
-def test_a_sharded_run_over_several_hosts_is_refused_while_its_checkpoints_are_kept():
-    # Every rank writes DCP shards on its own host; until the keeper gathers them, none would be complete.
-    with pytest.raises(UsageError, match=r"--parallelism.dp_shard=2 over 2 hosts with --cluster.checkpoint_dir"):
-        BUILT.worker_args(FLAGS, ["a", "a", "b", "b"], "hsdp", kept=True)
-    one_host = BUILT.worker_args(FLAGS, ["a"] * 4, "fsdp", kept=True)  # every shard lands in one output_dir
-    assert one_host == [*FLAGS, "--parallelism.dp_replicate=1", "--parallelism.dp_shard=4"]
-    ddp = [*FLAGS, "--parallelism.dp_replicate=4"]
-    assert BUILT.worker_args(ddp, ["a", "a", "b", "b"], "none", kept=True) == ddp
+def test_a_dcp_only_checkpoint_format_is_refused_where_a_loadable_final_model_is_promised():
+    dcp = [*FLAGS, "--checkpoint_format=dcp"]
+    assert BUILT.plan_args(dcp, ClusterConfig()) == dcp
+    with pytest.raises(UsageError, match=r"--checkpoint_format=dcp with --cluster.model_dir=/opt/ml/model"):
+        BUILT.plan_args(dcp, ClusterConfig(model_dir="/opt/ml/model"))
+
+
+def test_the_lowest_rank_on_each_host_ships_that_hosts_part_rank_0s_host_first():
+    hosts = ["b", "b", "a", "a", "c"]
+    assert [host_part(hosts, rank) for rank in range(5)] == [(0, 3), None, (1, 3), None, (2, 3)]
+    assert host_part(["a"] * 4, 0) == (0, 1) and host_part(["a"] * 4, 3) is None

@@ -266,6 +266,23 @@ def test_rank0_off_the_head_ships_checkpoints_to_it_and_each_hosts_ranks_are_one
     assert blocks and blocks.group(1) != blocks.group(2), re.findall(r"ranks by host: .*", log)
 
 
+def test_sharded_checkpoints_from_two_hosts_are_published_whole_and_load_back_on_every_rank(job, tmp_path):
+    """Real DCP shards (FSDP2 over gloo), each rank's written on its own host, gathered by the keeper."""
+    hps = {"entry__job": "jobs/dcp_gather.py", "workers": 4}
+    result = job(tmp_path, 2, hps, f"--include={REPO / 'tests' / 'jobs' / 'dcp_gather.py'}").finish(timeout=300)
+    assert all(h["exit_code"] == 0 for h in result.values()), result
+    # algo-2 held its own ranks' shards only: the published checkpoint needed its part.
+    on_algo_2 = tmp_path / "algo-2" / "scratch" / "dcp" / "checkpoints" / "000001" / "pretrained_model"
+    assert sorted(p.name for p in (on_algo_2 / "pytorch_model_fsdp_0").iterdir()) == ["__2_0.distcp", "__3_0.distcp"]
+    published = head_checkpoints(tmp_path) / "000001" / "pretrained_model" / "pytorch_model_fsdp_0"
+    assert sorted(p.name for p in published.iterdir()) == [".metadata", *(f"__{r}_0.distcp" for r in range(4))]
+    assert_all_complete(head_checkpoints(tmp_path))
+    log = (tmp_path / "algo-1" / "log.txt").read_text()
+    # Every rank's weights equal the saved model's after the load (and differed before it).
+    assert len(re.findall(r"rank \d on \S+: weights restored: True, failed uploads: \{\}", log)) == 4, log[-3000:]
+    assert_clean()
+
+
 def test_interactive_cluster_runs_a_users_job_script_and_ends_on_request(job, tmp_path):
     sim = job(tmp_path, 2, {"entry__job": "none", "entry__keep_alive_s": 300})
     wait_for_log(tmp_path / "algo-1" / "log.txt", "interactive: the cluster stays up")

@@ -41,6 +41,9 @@ class CheckpointKeeper:
         self._published = threading.Condition(self._lock)
         self._readers: Counter[str] = Counter()
         self._publishing: set[str] = set()
+        # A checkpoint saved by every host (LeRobot main's sharded saves): name -> {part: (token, manifest)}
+        # until the last host's part arrives.
+        self._parts: dict[str, dict[int, tuple[str, dict]]] = {}
 
     # -- receiving -------------------------------------------------------------------------------
     def begin(self) -> str:
@@ -55,7 +58,9 @@ class CheckpointKeeper:
             f.seek(offset)
             f.write(data)
 
-    def commit(self, token: str, name: str, manifest: dict[str, dict]) -> str:
+    def commit(self, token: str, name: str, manifest: dict[str, dict], part: int = 0, parts: int = 1) -> str | None:
+        """Publish what ``token`` received as ``name``; with ``parts`` > 1 it is one host's part of ``name``,
+        which is published, as one checkpoint with one manifest, once every part has arrived (None until then)."""
         staged = self.staging / token
         received = {str(p.relative_to(staged)): p.stat().st_size for p in staged.rglob("*") if p.is_file()}
         # Sizes here; the checksums are checked whenever a checkpoint is resumed from. Hashing every upload
@@ -63,9 +68,16 @@ class CheckpointKeeper:
         if received != {relpath: entry["size"] for relpath, entry in manifest.items()}:
             shutil.rmtree(staged)
             raise RuntimeError(f"checkpoint {name}: received files differ from the sender's manifest")
-        (staged / MANIFEST).write_text(json.dumps(manifest, indent=1))
         with self._lock:
+            if parts > 1:
+                self._parts.setdefault(name, {})[part] = (token, manifest)
+                if len(self._parts[name]) < parts:
+                    return None
+                every_part = self._parts.pop(name)
             self._publishing.add(name)
+        if parts > 1:
+            staged, manifest = self._gather(name, every_part)
+        (staged / MANIFEST).write_text(json.dumps(manifest, indent=1))
         try:
             self.store.publish(staged, name)
         finally:
@@ -74,8 +86,53 @@ class CheckpointKeeper:
                 self._published.notify_all()
         log.info("published checkpoint %s to %s", name, self.store)
         if name.isdigit():
+            self._drop_parts_older_than(int(name))
             self._retain()
         return name
+
+    def _gather(self, name: str, parts: dict[int, tuple[str, dict]]) -> tuple[Path, dict[str, dict]]:
+        """Every host's part of ``name`` moved into one staged directory, with the union of their manifests;
+        a file that two hosts hold with different contents is refused."""
+        merged, union = self.staging / f"{name}-gathered-{uuid.uuid4().hex[:8]}", {}
+        try:
+            for part in sorted(parts):
+                token, manifest = parts[part]
+                for relpath, entry in manifest.items():
+                    if union.get(relpath, entry) != entry:
+                        raise RuntimeError(f"checkpoint {name}: hosts hold different {relpath}")
+                    target = within(merged, relpath)
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    os.replace(within(self.staging / token, relpath), target)
+                    union[relpath] = entry
+        except BaseException:
+            shutil.rmtree(merged, ignore_errors=True)
+            with self._lock:
+                self._publishing.discard(name)
+                self._published.notify_all()
+            raise
+        finally:
+            for token, _ in parts.values():
+                shutil.rmtree(self.staging / token, ignore_errors=True)
+        return merged, union
+
+    def _drop_parts_older_than(self, step: int) -> None:
+        """Parts of an older checkpoint whose other hosts never delivered (a host lost mid-save) are dropped."""
+        with self._lock:
+            stale = [name for name in self._parts if name.isdigit() and int(name) < step]
+            dropped = [self._parts.pop(name) for name in stale]
+            self._published.notify_all()
+        for parts in dropped:
+            for token, _ in parts.values():
+                shutil.rmtree(self.staging / token, ignore_errors=True)
+        if stale:
+            log.warning("checkpoints %s: dropped, some hosts' parts never arrived", stale)
+
+    def gathered(self, name: str, timeout: float) -> bool:
+        """Wait up to ``timeout`` s until every host's part of ``name`` has arrived and it is published."""
+        with self._published:
+            return self._published.wait_for(
+                lambda: name not in self._parts and name not in self._publishing, timeout=timeout
+            )
 
     def node_id(self) -> str:
         return ray.get_runtime_context().get_node_id()

@@ -18,17 +18,22 @@ from raycluster.checkpoints.manifest import manifest_of, problems, within
 
 log = logging.getLogger(__name__)
 
+GATHER_TIMEOUT_S = 600.0
+"""How long a host's part of a checkpoint waits for the other hosts' parts (they save at the same step)."""
 
-def send_directory(keeper, source: Path, name: str) -> str:
+
+def send_directory(keeper, source: Path, name: str, part: int = 0, parts: int = 1) -> str | None:
     """Hand ``source`` to the keeper and publish it as ``name``: directly when both are on one node, else
-    streamed through Ray in bounded chunks. On any error nothing is published."""
+    streamed through Ray in bounded chunks. On any error nothing is published. With ``parts`` > 1, ``source``
+    is this host's part of ``name`` (a missing directory is an empty part): published with the last part to
+    arrive, None before."""
     source = Path(source).resolve()
     manifest = manifest_of(source)
     token = ray.get(keeper.begin.remote())
     try:
         if ray.get(keeper.node_id.remote()) == ray.get_runtime_context().get_node_id():
             ray.get(keeper.adopt.remote(token, str(source), manifest))
-            return ray.get(keeper.commit.remote(token, name, manifest))
+            return ray.get(keeper.commit.remote(token, name, manifest, part, parts))
         for relpath in manifest:
             with within(source, relpath).open("rb") as f:
                 offset, chunk = 0, f.read(CHUNK)
@@ -38,7 +43,7 @@ def send_directory(keeper, source: Path, name: str) -> str:
                     chunk = f.read(CHUNK)
                     if not chunk:
                         break
-        return ray.get(keeper.commit.remote(token, name, manifest))
+        return ray.get(keeper.commit.remote(token, name, manifest, part, parts))
     except BaseException:
         keeper.abort.remote(token)
         raise
@@ -70,6 +75,8 @@ def fetch_directory(keeper, name: str, target: Path) -> bool:
 def prune_older(published: Path) -> None:
     """Once the keeper holds ``published``, rank 0's older local checkpoints serve nothing (a resume takes
     ``last`` or the keeper's): removed, so node-local scratch does not grow with the length of the run."""
+    if not published.parent.is_dir():  # an empty part: this host's ranks wrote nothing
+        return
     for older in published.parent.iterdir():
         if older.name.isdigit() and int(older.name) < int(published.name):
             shutil.rmtree(older, ignore_errors=True)
@@ -79,9 +86,16 @@ class Shipper:
     """Uploads rank 0's checkpoints in a background thread with a queue of one: a checkpoint that is
     still waiting when a newer one is saved is skipped (logged), the one in flight always completes."""
 
-    def __init__(self, keeper, on_published: Callable[[str, float, int], None] | None = None):
-        """``on_published(name, seconds, bytes)``: after each checkpoint the keeper has published."""
-        self.keeper, self.on_published = keeper, on_published
+    def __init__(
+        self,
+        keeper,
+        on_published: Callable[[str, float, int], None] | None = None,
+        part: int = 0,
+        parts: int = 1,
+    ):
+        """``on_published(name, seconds, bytes)``: after each checkpoint the keeper has published.
+        ``part`` of ``parts``: this host's part of checkpoints that every host saves (LeRobot main)."""
+        self.keeper, self.on_published, self.part, self.parts = keeper, on_published, part, parts
         self._pending: Path | None = None
         self._busy = False
         self._cond = threading.Condition()
@@ -111,7 +125,8 @@ class Shipper:
             try:
                 started = time.monotonic()
                 size = sum(p.stat().st_size for p in source.rglob("*") if p.is_file())
-                send_directory(self.keeper, source, source.name)
+                if send_directory(self.keeper, source, source.name, self.part, self.parts) is None:
+                    self._wait_for_other_hosts(source.name)
                 if self.on_published is not None:
                     self.on_published(source.name, time.monotonic() - started, size)
                 prune_older(source)
@@ -126,6 +141,10 @@ class Shipper:
             with self._cond:
                 self._busy = False
                 self._cond.notify_all()
+
+    def _wait_for_other_hosts(self, name: str) -> None:
+        if not ray.get(self.keeper.gathered.remote(name, GATHER_TIMEOUT_S)):
+            raise RuntimeError(f"not every host's part of checkpoint {name} arrived within {GATHER_TIMEOUT_S:.0f} s")
 
     def drain(self, timeout: float | None = None) -> bool:
         with self._cond:

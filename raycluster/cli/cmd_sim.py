@@ -34,6 +34,9 @@ def register(verbs) -> None:
     source.add_argument("--request", type=Path, help="a CreateTrainingJob request (`raycluster launch --dry-run`)")
     parser.add_argument("--channel", action="append", default=[], metavar="NAME=PATH", help="an input channel")
     parser.add_argument(
+        "--include", action="append", default=[], metavar="PATH", help="a Ray job script staged into jobs/, as launch's"
+    )
+    parser.add_argument(
         "--wheel",
         action="append",
         default=[],
@@ -97,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
         image_uri="raycluster-sim:local",
         raw_hyperparameters={} if args.request else document,
         wheels=tuple(args.wheel),
+        include=tuple(args.include),
     )
     workdir = args.workdir.resolve()
     with tempfile.TemporaryDirectory(prefix="raycluster-sim-stage-") as tmp:

@@ -31,16 +31,13 @@ VALIDATE_ROLE = "SAGEMAKER_VALIDATE_ROLE"
 
 
 def stage_source(spec: LaunchSpec, into: Path) -> Path:
-    """The code channel: entry/, raycluster/, jobs/ (+ the user's scripts), wheels/ (``--wheel``), requirements,
-    the job's token."""
+    """The code channel: entry/, raycluster/, jobs/ (+ the user's scripts), wheels/, requirements, the token."""
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     for package in ("entry", "raycluster", "jobs"):
         shutil.copytree(SOURCE_DIR / package, into / package, ignore=ignore)
-    for extra in spec.include:
-        shutil.copy2(extra, into / "jobs" / Path(extra).name)
-    for wheel in spec.wheels:
-        (into / SHIPPED_WHEELS).mkdir(exist_ok=True)
-        shutil.copy2(wheel, into / SHIPPED_WHEELS / Path(wheel).name)
+    for given, folder in [*((path, "jobs") for path in spec.include), *((w, SHIPPED_WHEELS) for w in spec.wheels)]:
+        (into / folder).mkdir(exist_ok=True)
+        shutil.copy2(given, into / folder / Path(given).name)
     (into / "constraints.txt").write_text("\n".join(constraints(spec.framework_version)) + "\n")
     (into / "requirements.txt").write_text("-c constraints.txt\n" + "\n".join(requirements()) + "\n")
     # One Ray auth token for every host of this job: it travels with the code (readable by whoever can

@@ -3,9 +3,10 @@ main); how ``train`` itself is called differs between them and lives in ``lerobo
 line. The touch points, each with a test in ``tests/test_lerobot_api.py``:
 
 - its flag parser (``parser.wrap`` over ``TrainPipelineConfig``, which reads ``sys.argv``);
-- three functions ``train`` looks up in its module at every step, wrapped by ``hooked``: ``update_policy``
-  (one optimizer step), ``should_save_checkpoint`` and ``update_last_checkpoint`` (called once a
-  checkpoint is whole); and ``MetricsTracker.reset_averages``, which ``train`` calls right after it logged a
+- four functions ``train`` looks up in its module at every step, wrapped by ``hooked``: ``update_policy``
+  (one optimizer step), ``should_save_checkpoint``, ``save_checkpoint`` (on LeRobot main a collective every
+  rank calls, each writing its own shards on its own node) and ``update_last_checkpoint`` (called by the main
+  process once a checkpoint is whole); and ``MetricsTracker.reset_averages``, which ``train`` calls right after it logged a
   step, when the tracker holds exactly the numbers it printed;
 - the checkpoint layout: ``checkpoints/<step>/{pretrained_model,training_state}``, ``checkpoints/last``.
 """
@@ -22,6 +23,8 @@ from raycluster.training.stderr_copy import StderrCopy
 
 CHECKPOINTS, LAST, PRETRAINED_MODEL = "checkpoints", "last", "pretrained_model"
 """LeRobot's names (``lerobot.utils.constants``), here so that no other module imports LeRobot for them."""
+LOOP_FUNCTIONS = ("update_policy", "should_save_checkpoint", "save_checkpoint", "update_last_checkpoint")
+"""What ``lerobot_train.train`` looks up in its own module at every call, and ``hooked`` wraps there."""
 
 
 @contextlib.contextmanager
@@ -119,38 +122,40 @@ class LoopHooks:
         """True: LeRobot saves ``step`` as a periodic checkpoint even off its ``--save_freq``."""
         return False
 
+    def checkpoint_written(self, step_dir: Path) -> None:
+        """This rank's ``save_checkpoint`` of ``step_dir`` has returned: what this rank (and, the save being
+        collective, every rank on its node) writes there is on disk. Only the main process on LeRobot 0.6.x."""
+
     def checkpoint_saved(self, step_dir: Path) -> None:
-        """LeRobot has written ``step_dir`` whole and pointed ``last`` at it."""
+        """LeRobot has written ``step_dir`` whole and pointed ``last`` at it (main process only)."""
 
 
-@contextlib.contextmanager
-def hooked(hooks: Sequence[LoopHooks]) -> Iterator[None]:
-    """``hooks`` see every step and checkpoint of the ``train`` run inside; LeRobot's loop is not copied."""
-    from lerobot.scripts import lerobot_train
-    from lerobot.utils.logging_utils import MetricsTracker
-
-    reset, seen = MetricsTracker.reset_averages, {}
-    update, should_save, update_last = (
-        lerobot_train.update_policy,
-        lerobot_train.should_save_checkpoint,
-        lerobot_train.update_last_checkpoint,
-    )
+def loop_wrappers(originals: dict, hooks: Sequence[LoopHooks]) -> dict:
+    """LeRobot's loop functions (``originals``, by name), each wrapped to tell ``hooks``."""
+    seen = {}
 
     def update_policy(train_metrics, policy, *args, **kwargs):
         seen["tracker"] = train_metrics
         for hook in hooks:
             hook.before_step()
-        result = update(train_metrics, policy, *args, **kwargs)
+        result = originals["update_policy"](train_metrics, policy, *args, **kwargs)
         # LeRobot increments its tracker right after this returns: this step is steps + 1.
         for hook in hooks:
             hook.after_step(train_metrics.steps + 1, train_metrics.loss.val, policy)
         return result
 
     def should_save_checkpoint(step: int, save_freq: int, total_steps: int) -> bool:
-        return should_save(step, save_freq, total_steps) or any(hook.save_now(step) for hook in hooks)
+        saves = originals["should_save_checkpoint"](step, save_freq, total_steps)
+        return saves or any(hook.save_now(step) for hook in hooks)
+
+    def save_checkpoint(checkpoint_dir, *args, **kwargs):
+        result = originals["save_checkpoint"](checkpoint_dir, *args, **kwargs)
+        for hook in hooks:
+            hook.checkpoint_written(Path(checkpoint_dir))
+        return result
 
     def update_last_checkpoint(checkpoint_dir):
-        result = update_last(checkpoint_dir)
+        result = originals["update_last_checkpoint"](checkpoint_dir)
         for hook in hooks:
             hook.checkpoint_saved(Path(checkpoint_dir))
         return result
@@ -160,19 +165,27 @@ def hooked(hooks: Sequence[LoopHooks]) -> Iterator[None]:
             metrics = tracker.to_dict()
             for hook in hooks:
                 hook.logged(int(metrics["steps"]), metrics)
-        return reset(tracker)
+        return originals["reset_averages"](tracker)
 
-    MetricsTracker.reset_averages = reset_averages
-    lerobot_train.update_policy = update_policy
-    lerobot_train.should_save_checkpoint = should_save_checkpoint
-    lerobot_train.update_last_checkpoint = update_last_checkpoint
+    wrappers = (update_policy, should_save_checkpoint, save_checkpoint, update_last_checkpoint, reset_averages)
+    return {wrapper.__name__: wrapper for wrapper in wrappers}
+
+
+@contextlib.contextmanager
+def hooked(hooks: Sequence[LoopHooks]) -> Iterator[None]:
+    """``hooks`` see every step and checkpoint of the ``train`` run inside; LeRobot's loop is not copied."""
+    from lerobot.scripts import lerobot_train
+    from lerobot.utils.logging_utils import MetricsTracker
+
+    owners = {name: lerobot_train for name in LOOP_FUNCTIONS} | {"reset_averages": MetricsTracker}
+    originals = {name: getattr(owner, name) for name, owner in owners.items()}
+    for name, wrapper in loop_wrappers(originals, hooks).items():
+        setattr(owners[name], name, wrapper)
     try:
         yield
     finally:
-        MetricsTracker.reset_averages = reset
-        lerobot_train.update_policy = update
-        lerobot_train.should_save_checkpoint = should_save
-        lerobot_train.update_last_checkpoint = update_last
+        for name, original in originals.items():
+            setattr(owners[name], name, original)
 
 
 def run_main() -> None:

@@ -53,13 +53,28 @@ class WorkerResult(Measured):
 
 
 class Shipping(LoopHooks):
-    """Hands every checkpoint LeRobot completes to the shipper, which publishes it in the background."""
+    """Hands every checkpoint to the shipper, which publishes it in the background: rank 0 once LeRobot has
+    completed it; the lead rank of another host once its host's ranks have written their shards."""
 
-    def __init__(self, shipper: Shipper):
-        self.shipper = shipper
+    def __init__(self, shipper: Shipper, after_write: bool):
+        self.shipper, self.after_write = shipper, after_write
+
+    def checkpoint_written(self, step_dir: Path) -> None:
+        if self.after_write:
+            self.shipper.submit(step_dir)
 
     def checkpoint_saved(self, step_dir: Path) -> None:
-        self.shipper.submit(step_dir)
+        if not self.after_write:
+            self.shipper.submit(step_dir)
+
+
+def host_part(hosts: list[str], rank: int) -> tuple[int, int] | None:
+    """``(part, parts)`` for the lowest rank on each host (rank 0's host is part 0): who ships that host's
+    part of a checkpoint every host saves; None for every other rank."""
+    if hosts.index(hosts[rank]) != rank:
+        return None
+    order = list(dict.fromkeys(hosts))
+    return order.index(hosts[rank]), len(order)
 
 
 def agree_on_start(worker: WorkerConfig, cfg, rank: int, local_rank: int, world_size: int) -> Start:
@@ -115,15 +130,17 @@ def rank_hosts(node: str, rank: int, world_size: int) -> list[str]:
     return hosts
 
 
-def loop_hooks(worker: WorkerConfig, cfg, rank: int, world_size: int, device, start: Start):
-    """Everything that watches LeRobot's loop on this rank: the step recorder, the stop agreement, on rank 0
-    the checkpoint shipper, and the curves (with the attempt's restart and resume marked)."""
+def loop_hooks(worker: WorkerConfig, cfg, rank: int, world_size: int, device, start: Start, part):
+    """Everything that watches LeRobot's loop on this rank: the step recorder, the stop agreement, the
+    checkpoint shipper where this rank ships ``part`` (rank 0 always), and the curves (with the attempt's
+    restart and resume marked)."""
     recorder = StepRecorder(cfg.batch_size * world_size, max(cfg.log_freq, 1), ray.train.report)
     agreement = StopAgreement(worker.journal, device, polls=rank == 0)
     hooks, shipper, curves = [recorder, agreement], None, worker.curves
-    if rank == 0 and worker.checkpoint_keeper is not None:
-        shipper = Shipper(worker.checkpoint_keeper, publish_marker(curves) if curves is not None else None)
-        hooks.append(Shipping(shipper))
+    if part is not None and worker.checkpoint_keeper is not None:
+        marker = publish_marker(curves) if curves is not None and rank == 0 else None
+        shipper = Shipper(worker.checkpoint_keeper, marker, *part)
+        hooks.append(Shipping(shipper, after_write=rank != 0))
     if curves is not None:
         hooks.append(CurveHooks(curves, rank, device))
         if rank == 0 and start.attempt > 1:
@@ -144,12 +161,13 @@ def train_loop_per_worker(config: dict) -> WorkerResult | None:
     cfg = parse_train_config(worker.lerobot_args, validate=False)
     start = agree_on_start(worker, cfg, rank, context.get_local_rank(), world_size)
     hosts = rank_hosts(node, rank, world_size)
-    args = line.worker_args(start.args, hosts, worker.sharding, worker.checkpoint_keeper is not None)
+    args = line.worker_args(start.args, hosts, worker.sharding)
     if args != worker.lerobot_args:
         cfg = parse_train_config(args, validate=False)
     placement = Placement(rank, world_size, worker.use_gpu, worker.mixed_precision)
     device = ray.train.torch.get_device()
-    recorder, agreement, shipper, hooks = loop_hooks(worker, cfg, rank, world_size, device, start)
+    part = host_part(hosts, rank) if line.saves_on_every_rank else ((0, 1) if rank == 0 else None)
+    recorder, agreement, shipper, hooks = loop_hooks(worker, cfg, rank, world_size, device, start, part)
     backend = dist.get_backend()  # LeRobot's train ends by destroying the process group
     started, interrupted_at = time.perf_counter(), None
     try:
@@ -163,6 +181,8 @@ def train_loop_per_worker(config: dict) -> WorkerResult | None:
     finally:
         agreement.close()
     if rank != 0:
+        if shipper is not None:  # this host's part of the last checkpoints: rank 0's summary waits for it
+            shipper.drain()
         return None
     output_dir = Path(cfg.output_dir)
     published, lost = saved_checkpoints(worker, output_dir, shipper)

@@ -38,14 +38,16 @@ class Placement:
 
 class LeRobotLine(Protocol):
     name: str
+    saves_on_every_rank: bool
+    """LeRobot's save is a collective: every rank writes its own shards on its own host (LeRobot main)."""
 
     def plan_args(self, args: list[str], cluster: ClusterConfig) -> list[str]:
         """On the driver, before any worker starts: LeRobot's flags as this line takes ours; a combination it
         cannot run is refused (UsageError)."""
 
-    def worker_args(self, args: list[str], hosts: list[str], sharding: str, kept: bool) -> list[str]:
+    def worker_args(self, args: list[str], hosts: list[str], sharding: str) -> list[str]:
         """On every rank, once the ranks know each other's hosts (``hosts[rank]``): the flags that depend on
-        where the ranks landed. ``kept``: the run's checkpoints go to a keeper (``--cluster.checkpoint_dir``)."""
+        where the ranks landed."""
 
     def precision(self, cfg, placement: Placement) -> str:
         """The mixed precision this rank trains with (``no``, ``fp16``, ``bf16``)."""

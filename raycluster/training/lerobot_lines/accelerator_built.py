@@ -50,6 +50,7 @@ def sharding_degrees(sharding: str, hosts: list[str]) -> dict[str, int]:
 
 class AcceleratorBuilt:
     name = "LeRobot main (train(cfg), --parallelism.*)"
+    saves_on_every_rank = True
 
     def plan_args(self, args: list[str], cluster: ClusterConfig) -> list[str]:
         given = flag_value(args, PRECISION)
@@ -60,6 +61,12 @@ class AcceleratorBuilt:
             )
         if cluster.mixed_precision in ("fp16", "bf16"):  # `no` is LeRobot's default (and YAML reads it as false)
             args = [*args, f"--{PRECISION}={cluster.mixed_precision}"]
+        if cluster.model_dir and flag_value(args, "checkpoint_format") == "dcp":
+            raise UsageError(
+                f"--checkpoint_format=dcp with --cluster.model_dir={cluster.model_dir}: a dcp checkpoint has no "
+                "model.safetensors, so the model dir would hold nothing from_pretrained loads; use safetensors "
+                "(the default) or safetensors_dcp"
+            )
         replicate, shard = given_degree(args, REPLICATE), given_degree(args, SHARD)
         if replicate and shard and replicate > 0 and shard > 0 and replicate * shard != cluster.num_workers:
             raise UsageError(
@@ -68,19 +75,11 @@ class AcceleratorBuilt:
             )
         return args
 
-    def worker_args(self, args: list[str], hosts: list[str], sharding: str, kept: bool) -> list[str]:
-        if sharding != "none":
-            degrees = sharding_degrees(sharding, hosts)
-            args = [*args, *(f"--{name}={value}" for name, value in degrees.items() if flag_value(args, name) is None)]
-        if kept and len(set(hosts)) > 1 and given_degree(args, SHARD) not in (None, 1):
-            # A sharded save writes DCP shards from every rank into its own host's output_dir; the keeper takes
-            # rank 0's host's files only, so it would publish checkpoints that cannot be resumed.
-            raise UsageError(
-                f"--{SHARD}={flag_value(args, SHARD)} over {len(set(hosts))} hosts with --cluster.checkpoint_dir: "
-                "sharded checkpoints are not gathered across hosts yet, so none would be complete; shard within "
-                "one host (--cluster.sharding=fsdp on a single host) or train DDP across hosts"
-            )
-        return args
+    def worker_args(self, args: list[str], hosts: list[str], sharding: str) -> list[str]:
+        if sharding == "none":
+            return args
+        degrees = sharding_degrees(sharding, hosts)
+        return [*args, *(f"--{name}={value}" for name, value in degrees.items() if flag_value(args, name) is None)]
 
     def precision(self, cfg, placement: Placement) -> str:
         return str(cfg.accelerator.mixed_precision)

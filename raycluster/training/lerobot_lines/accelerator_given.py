@@ -41,6 +41,7 @@ def build_accelerator(cfg, use_gpu: bool, precision: str):
 
 class AcceleratorGiven:
     name = "LeRobot 0.6.x (train(cfg, accelerator))"
+    saves_on_every_rank = False
 
     def plan_args(self, args: list[str], cluster: ClusterConfig) -> list[str]:
         if cluster.sharding != "none":
@@ -50,7 +51,7 @@ class AcceleratorGiven:
             )
         return args
 
-    def worker_args(self, args: list[str], hosts: list[str], sharding: str, kept: bool) -> list[str]:
+    def worker_args(self, args: list[str], hosts: list[str], sharding: str) -> list[str]:
         return args
 
     def precision(self, cfg, placement: Placement) -> str:
