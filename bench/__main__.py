@@ -236,10 +236,10 @@ class Bench:
             f"\ntiny ACT, {self.workers} CPU workers, batch 4 per worker; training and checkpoints {self.steps} steps, "
             f"recovery {RECOVERY_STEPS} steps"
         )
-        print(f"{'part':<12}{'metric':<34}{'baseline':>10}{'raycluster':>12}{'ratio/diff':>14}  goal")
+        print(f"{'part':<14}{'metric':<34}{'baseline':>10}{'raycluster':>12}{'ratio/diff':>14}  goal")
         for part, metric, base, mine, rel, goal in self.rows:
             base_text = "" if base != base else f"{base:.2f}"
-            print(f"{part:<12}{metric:<34}{base_text:>10}{mine:>12.2f}{rel:>14}  {goal}")
+            print(f"{part:<14}{metric:<34}{base_text:>10}{mine:>12.2f}{rel:>14}  {goal}")
 
 
 def main() -> None:
