@@ -11,7 +11,7 @@ from importlib.metadata import version
 
 import pytest
 
-from conftest import COMMON, REPO, TINY_ACT, TINY_ACT_HPS, dataset_flags, logged_losses, run_cli
+from conftest import COMMON, REPO, TINY_ACT, TINY_ACT_HPS, dataset_flags, logged_losses, recorded_rows, run_cli
 from raycluster.checkpoints.manifest import MANIFEST
 from raycluster.training.summary import read_summary
 from simulated import assert_clean
@@ -83,6 +83,9 @@ def test_ddp_on_lerobot_main_survives_a_killed_worker_saves_on_ctrl_c_and_resume
     assert summary["resumed_from"] == step and summary["final_step"] == step + 15
     assert summary["checkpoints"][-1] == step + 15
     assert summary["loss_last"] < sum(first[s] for s in range(1, 6)) / 5, (summary, first)  # the loss fell
+    # The curves hold every logged step of both runs, with main's own new timings among LeRobot's numbers.
+    rows = {row["step"]: row for row in recorded_rows(out)["out"] if "loss" in row}
+    assert set(range(1, step + 16)) <= set(rows) and "step_s" in rows[step + 15], sorted(rows)
 
 
 @pytest.mark.slow
