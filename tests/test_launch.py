@@ -104,7 +104,7 @@ FLAGS = [
         (["--max-wait=100"], "--spot needs --max-wait >= --max-run"),
         (["--checkpoint-s3="], "--spot needs --checkpoint-s3"),
         (["--role=SageMakerRole"], "--role 'SageMakerRole' is not an IAM role ARN"),
-        (["--job_name=it's"], "a ' in a value breaks SageMaker's driver"),
+        (["--job_name=it's"], "SageMaker's driver would write a ' into the shell file"),
         (["--policy/type=act"], "a flag name may hold only letters"),
         (["--steps=1", "--steps=2"], "--steps is given twice"),
         (["--py-version=py311"], "--py-version py311: LeRobot needs Python 3.12"),

@@ -163,7 +163,11 @@ def test_entry_settings_out_of_range_are_named(hps, message):
 @pytest.mark.parametrize(
     ("flag", "message"),
     [
-        ("--job_name=it's", "a ' in a value breaks SageMaker's driver"),
+        ("--job_name=it's", "SageMaker's driver would write a ' into the shell file"),
+        # The driver JSON-decodes first: these become a ' in `export SM_HP_JOB_NAME='...'` (and in SM_HPS).
+        ('--job_name="a\\u0027; touch /tmp/x; echo \\u0027"', "SageMaker's driver would write a '"),
+        ('--policy.tags=["it\\u0027s"]', "SageMaker's driver would write a '"),
+        ('--job_name="plain \\u0022quoted\\u0022"', None),
         ("--policy.type=act", None),
         ("--odd/name=1", "a flag name may hold only letters"),
         ("--a__b=1", "a flag name with '__' cannot travel"),
@@ -173,7 +177,8 @@ def test_entry_settings_out_of_range_are_named(hps, message):
 )
 def test_flags_the_driver_cannot_carry_are_refused(flag, message):
     if message is None:
-        assert to_hyperparameters([flag]) == {"policy__type": "act"}
+        name, value = flag[2:].split("=", 1)
+        assert to_hyperparameters([flag]) == {name.replace(".", "__"): value}
         return
     with pytest.raises(UsageError, match=message):
         to_hyperparameters([flag])

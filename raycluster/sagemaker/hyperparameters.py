@@ -68,6 +68,17 @@ def split_hyperparameters(hps: dict[str, Any]) -> tuple[EntrySettings, list[str]
     return parse_group(EntrySettings, ENTRY, flags, label=lambda name: f"{ENTRY}{DOT}{name}", noun="hyperparameter")
 
 
+def driver_shell_texts(value: str) -> list[str]:
+    """What SageMaker's driver writes between ``'...'`` for this value: JSON-decoded where it decodes (its
+    ``safe_deserialize``), then as ``SM_HP_<KEY>`` (a string as it is, anything else as JSON) and inside
+    ``SM_HPS``' JSON (its ``safe_serialize``)."""
+    try:
+        decoded = json.loads(value)
+    except json.JSONDecodeError:
+        decoded = value
+    return [decoded if isinstance(decoded, str) else json.dumps(decoded), json.dumps(decoded)]
+
+
 def to_hyperparameters(flags: list[str]) -> dict[str, str]:
     """The inverse, for a launcher: ``--group.field=value`` flags as hyperparameters SageMaker's driver
     carries (``group__field``: ``value``). Refuses, naming the flag, what the driver or the API cannot carry."""
@@ -88,9 +99,10 @@ def to_hyperparameters(flags: list[str]) -> dict[str, str]:
             )
         if key in hps:
             raise UsageError(f"{flag!r}: --{name} is given twice; keep one (a hyperparameter is sent once)")
-        if "'" in value:
+        if any("'" in text for text in driver_shell_texts(value)):
             raise UsageError(
-                f"{flag!r}: a ' in a value breaks SageMaker's driver (it sources them in '...'); remove it"
+                f"{flag!r}: SageMaker's driver would write a ' into the shell file it sources (in '...', after "
+                "JSON-decoding the value: \\u0027 counts too), which breaks the job or runs the rest; remove it"
             )
         if len(key) > MAX_KEY or len(value) > MAX_VALUE:
             raise UsageError(
