@@ -4,12 +4,16 @@ LeRobot's flags (LeRobot already owns ``--num_workers``). Everything else passes
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 from raycluster.errors import UsageError
 from raycluster.settings import parse_group
 
 GROUP = "cluster"
+S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
+URI_LIKE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+"""A scheme (``s3:``, ``gs:``, ``file:``): what a local path never starts with on the hosts we run on."""
 
 
 @dataclass(frozen=True)
@@ -75,18 +79,26 @@ class ClusterConfig:
             raise UsageError(f"--cluster.sharding must be none, fsdp or hsdp, got {self.sharding!r}")
         if self.mixed_precision not in ("auto", "no", "fp16", "bf16"):
             raise UsageError(f"--cluster.mixed_precision must be auto, no, fp16 or bf16, got {self.mixed_precision!r}")
-        for name in ("checkpoint_dir", "model_dir"):
-            value = getattr(self, name)
-            if "://" in value and not value.startswith("s3://"):
-                raise UsageError(
-                    f"--cluster.{name}={value}: only local paths and s3://bucket/prefix (lower case) are understood"
-                )
+        check_location("checkpoint_dir", self.checkpoint_dir, s3=True)
+        check_location("model_dir", self.model_dir, s3=False)
         if "://" in self.staging_dir:
             raise UsageError(
                 f"--cluster.staging_dir={self.staging_dir}: a local directory on the checkpoint root's filesystem"
             )
         if not self.address:
             raise UsageError("--cluster.address must be local, auto or HOST:PORT")
+
+
+def check_location(name: str, value: str, s3: bool) -> None:
+    """A place to write: a local path, or (where ``s3``) a well-formed ``s3://bucket/prefix``. Anything that
+    looks like a URI but is not one of those (``s3:/b``, ``S3://b``, ``gs://b``) is refused, never taken
+    as a relative directory."""
+    if s3 and value.startswith("s3://"):
+        if not S3_URI.match(value):
+            raise UsageError(f"--cluster.{name}={value}: not an s3://bucket/prefix URI (bucket: 3-63 of a-z 0-9 . -)")
+    elif URI_LIKE.match(value):
+        understood = "local paths and s3://bucket/prefix (lower case) are" if s3 else "a local directory is"
+        raise UsageError(f"--cluster.{name}={value}: only {understood} understood")
 
 
 def split_cluster_args(argv: list[str]) -> tuple[ClusterConfig, list[str]]:

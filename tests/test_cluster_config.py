@@ -30,7 +30,7 @@ def test_flags_round_trip():
             "--cluster.checkpoint_dir=S3://bucket/x",
             "--cluster.checkpoint_dir=S3://bucket/x: only local paths and s3://",
         ),
-        ("--cluster.model_dir=gs://bucket/x", "--cluster.model_dir=gs://bucket/x: only local paths"),
+        ("--cluster.model_dir=gs://bucket/x", "--cluster.model_dir=gs://bucket/x: only a local directory"),
         ("--cluster.cpus_per_worker=0", "--cluster.cpus_per_worker must be a finite number > 0"),
         ("--cluster.cpus_per_worker=inf", "--cluster.cpus_per_worker must be a finite number > 0"),
         ("--cluster.curves_port=70000", "--cluster.curves_port must be a TCP port"),

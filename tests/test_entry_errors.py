@@ -34,6 +34,11 @@ def ray_processes() -> set[int]:
             "--cluster.checkpoint_dir=S3://bucket/x: only local paths and s3://",
         ),
         ({"hps": {"cluster__cpus_per_worker": "nan"}}, "--cluster.cpus_per_worker must be a finite number > 0"),
+        # Kept where SageMaker keeps nothing: published into the code channel, lost with the instance.
+        ({"hps": {"cluster__checkpoint_dir": "ckpt"}}, "--cluster.checkpoint_dir=ckpt: on SageMaker only"),
+        ({"hps": {"cluster__checkpoint_dir": "s3:/bucket/x"}}, "--cluster.checkpoint_dir=s3:/bucket/x: only local"),
+        ({"hps": {"cluster__checkpoint_dir": "s3://B/x"}}, "--cluster.checkpoint_dir=s3://B/x: not an s3://bucket"),
+        ({"hps": {"cluster__model_dir": "/tmp/model"}}, "--cluster.model_dir=/tmp/model: on SageMaker only"),
         ({"hps": {"cluster__keep_checkpoints": "-1"}}, "--cluster.keep_checkpoints must be >= 0"),
         # Fail closed: no token in the code, no cluster (its Jobs API would run anyone's code as the job's role).
         ({}, "no Ray auth token at"),

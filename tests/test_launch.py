@@ -115,6 +115,13 @@ FLAGS = [
         (["--entry.preflight=maybe"], "entry__preflight must be true or false, got 'maybe'"),
         (["--cluster.cpus_per_worker=nan"], "--cluster.cpus_per_worker must be a finite number > 0"),
         (["--cluster.checkpoint_dir=S3://bucket/x"], "only local paths and s3://bucket/prefix"),
+        (["--cluster.checkpoint_dir=s3:/bucket/x"], "--cluster.checkpoint_dir=s3:/bucket/x: only local paths"),
+        (["--cluster.checkpoint_dir=ckpt"], "--cluster.checkpoint_dir=ckpt: on SageMaker only /opt/ml/checkpoints"),
+        (
+            ["--cluster.model_dir=/opt/ml/output/m"],
+            "--cluster.model_dir=/opt/ml/output/m: on SageMaker only /opt/ml/model",
+        ),
+        (["--cluster.model_dir=s3://bucket/m"], "--cluster.model_dir=s3://bucket/m: only a local directory"),
         (["--cluster.num_workers=two"], "--cluster.num_workers must be int"),
         (["--max-run=9999999"], "--max-run must be 1..2419200 seconds"),
         (["--region=mars"], "--region 'mars' is not an AWS region"),

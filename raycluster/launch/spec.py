@@ -7,14 +7,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from raycluster.cluster_config import split_cluster_args
+from raycluster.cluster_config import S3_URI, split_cluster_args
 from raycluster.errors import UsageError
 from raycluster.launch.requirements import DLC_PYTHON, torch_release
 from raycluster.sagemaker.hyperparameters import split_hyperparameters, to_hyperparameters
+from raycluster.sagemaker.job_plan import check_kept_on_sagemaker
+from raycluster.sagemaker.topology import DEFAULT_BASE
 
 INSTANCE_TYPE = re.compile(r"^ml\.[a-z][a-z0-9]*(-[a-z0-9]+)*\.[a-z0-9]+$")
 ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
-S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
 REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
 JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 SUBNET = re.compile(r"^subnet-[0-9a-f]{8,17}$")
@@ -151,7 +152,8 @@ class LaunchSpec:
                 raise UsageError(f"--wheel {wheel}: not a wheel file here (a path ending in .whl)")
         # Refused here, before any upload, as the entry point would refuse them on the hosts: what SageMaker's
         # driver cannot carry, and entry.* / cluster.* settings out of range.
-        split_cluster_args(split_hyperparameters(to_hyperparameters(list(self.flags)))[1])
+        cluster, _ = split_cluster_args(split_hyperparameters(to_hyperparameters(list(self.flags)))[1])
+        check_kept_on_sagemaker(cluster, DEFAULT_BASE)
 
     @property
     def hyperparameters(self) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from raycluster.sagemaker.failure import HostFailure, write_failure
 from raycluster.sagemaker.head import Head
 from raycluster.sagemaker.host_node import auth_env
 from raycluster.sagemaker.hyperparameters import split_hyperparameters
-from raycluster.sagemaker.job_plan import job_flags, job_script, trains
+from raycluster.sagemaker.job_plan import check_kept_on_sagemaker, job_flags, job_script, trains
 from raycluster.sagemaker.reaper import OrphanReaper
 from raycluster.sagemaker.topology import Topology, read_topology, sagemaker_base
 from raycluster.sagemaker.wheels import install_shipped_wheels
@@ -42,7 +42,8 @@ def read_job(environ) -> tuple[Topology, EntrySettings, list[str]]:
         )
     flags = job_flags(topology, settings, flags)
     if trains(settings):
-        split_cluster_args(flags)  # cluster.* out of range: refused here
+        cluster, _ = split_cluster_args(flags)  # cluster.* out of range: refused here
+        check_kept_on_sagemaker(cluster, topology.base)
     return topology, settings, flags
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+from raycluster.cluster_config import ClusterConfig
 from raycluster.errors import UsageError
 from raycluster.layout import CURVES_PORT, SCRATCH, SOURCE_DIR
 from raycluster.sagemaker.entry_settings import NO_JOB, EntrySettings
@@ -58,3 +60,21 @@ def job_flags(topology: Topology, settings: EntrySettings, flags: list[str]) -> 
 
 def probe_flags(flags: list[str]) -> list[str]:
     return [flag for flag in flags if flag.startswith(PROBE_FLAGS)]
+
+
+def check_kept_on_sagemaker(cluster: ClusterConfig, base: Path) -> None:
+    """Only ``/opt/ml/checkpoints`` (synced to the checkpoint S3 URI as the job runs) and ``/opt/ml/model``
+    (tarred at the end) outlive a SageMaker instance: anything kept elsewhere would vanish with it."""
+    for name, root, value in (
+        ("checkpoint_dir", base / "checkpoints", cluster.checkpoint_dir),
+        ("model_dir", base / "model", cluster.model_dir),
+    ):
+        if not value or (name == "checkpoint_dir" and value.startswith("s3://")):
+            continue
+        path = Path(os.path.normpath(value))
+        if not (path.is_absolute() and (path == root or root in path.parents)):
+            also = " or an s3://bucket/prefix" if name == "checkpoint_dir" else ""
+            raise UsageError(
+                f"--cluster.{name}={value}: on SageMaker only {root} outlives the instance; "
+                f"give a path under {root}{also}"
+            )
