@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Callable
 
 import draccus
+import yaml
 from draccus.argparsing import ArgumentParser
 from draccus.utils import DecodingError
 
@@ -45,6 +46,15 @@ def split_group(argv: list[str], group: str) -> tuple[dict[str, str], list[str]]
     return values, rest
 
 
+def _reads_as_yaml(text: str) -> bool:
+    """draccus reads each value as YAML: ``{`` or ``*a`` is a syntax error there, not a value."""
+    try:
+        yaml.safe_load(text)
+    except yaml.YAMLError:
+        return False
+    return True
+
+
 def parse_group[T](
     cls: type[T], group: str, argv: list[str], label: Callable[[str], str] | None = None, noun: str = "setting"
 ) -> tuple[T, list[str]]:
@@ -63,8 +73,8 @@ def parse_group[T](
     try:
         flags = [f"--{group}.{k}={v}" for k, v in decoded.items()]
         parsed = getattr(draccus.parse(_wrapper(cls, group), args=flags), group)
-    except DecodingError as exc:
-        name = next((k for k in decoded if f"{group}.{k}`" in str(exc)), "")
+    except (DecodingError, yaml.YAMLError) as exc:
+        name = next((k for k in decoded if f"{group}.{k}`" in str(exc) or not _reads_as_yaml(decoded[k])), "")
         kind = KINDS.get(str(kinds.get(name)), str(kinds.get(name)))
         raise UsageError(f"{noun} {label(name)} must be {kind}, got {texts.get(name)!r}") from None
     for name in decoded:  # draccus reads `null` as None, which only an optional field may hold

@@ -176,6 +176,47 @@ def test_s3_root_publishes_manifest_last_and_resumes(local_ray, s3_endpoint, tmp
     assert len(model_gets) == 1, gets
 
 
+def test_listing_trusts_what_the_keeper_published_and_a_resume_reads_it_whole(local_ray, tmp_path):
+    # The stop window and every save's retention list the kept checkpoints: no re-hash of each one every time.
+    keeper = CheckpointKeeper.remote(str(tmp_path / "root"))
+    for step in ("000001", "000002"):
+        send_directory(keeper, fake_checkpoint(tmp_path / "src" / step, b"b" * 100), step)
+    newest = tmp_path / "root" / "checkpoints" / "000002" / "pretrained_model" / "model.safetensors"
+    newest.write_bytes(b"c" * 100)  # same size, other bytes: only a checksum tells
+    assert ray.get(keeper.complete_names.remote()) == ["000001", "000002"]
+    assert ray.get(keeper.newest_complete.remote()) == "000001"  # a resume checks, and moves the bad one aside
+    assert ray.get(keeper.complete_names.remote()) == ["000001"]
+
+
+def test_a_failed_s3_publish_keeps_no_staged_copy(local_ray, s3_endpoint, tmp_path):
+    staging = tmp_path / "staging"
+    keeper = CheckpointKeeper.options(runtime_env={"env_vars": s3_endpoint}).remote(
+        "s3://no-such-bucket/run", staging_dir=str(staging)
+    )
+    with pytest.raises(Exception, match="NoSuchBucket|does not exist"):
+        send_directory(keeper, fake_checkpoint(tmp_path / "src" / "000001"), "000001")
+    assert [p for p in staging.rglob("*") if p.is_file()] == []  # nothing left to fill the disk save after save
+
+
+def test_an_s3_object_of_the_right_size_with_other_bytes_is_quarantined_not_resumed_forever(
+    local_ray, s3_endpoint, tmp_path
+):
+    keeper = CheckpointKeeper.options(runtime_env={"env_vars": s3_endpoint}).remote("s3://ckpts/corrupt")
+    for step in ("000001", "000002"):
+        send_directory(keeper, fake_checkpoint(tmp_path / "src" / step, b"d" * 100), step)
+    key = "corrupt/checkpoints/000002/pretrained_model/model.safetensors"
+    boto3.client("s3").put_object(Bucket="ckpts", Key=key, Body=b"e" * 100)
+    fresh = CheckpointKeeper.options(runtime_env={"env_vars": s3_endpoint}).remote("s3://ckpts/corrupt")
+    assert ray.get(fresh.newest_complete.remote()) == "000001"  # as a restarted job's keeper would
+    assert S3Store("s3://ckpts/corrupt/checkpoints").names() == ["000001"]
+
+
+def test_only_ascii_digits_name_a_checkpoint(tmp_path):
+    for name in ("000003", "00000²", "last"):
+        (tmp_path / "checkpoints" / name).mkdir(parents=True)
+    assert LocalStore(tmp_path / "checkpoints").names() == ["000003"]  # '²'.isdigit(), yet int('00000²') fails
+
+
 COMMON = [*SHARED, "--log_freq=1"]
 
 

@@ -31,6 +31,9 @@ def test_flags_round_trip():
             "--cluster.checkpoint_dir=S3://bucket/x: only local paths and s3://",
         ),
         ("--cluster.model_dir=gs://bucket/x", "--cluster.model_dir=gs://bucket/x: only a local directory"),
+        # draccus reads values as YAML: a YAML syntax error is the value's fault, named as such.
+        ("--cluster.num_workers={", "--cluster.num_workers must be int, got '{'"),
+        ("--cluster.max_failures=*a", "--cluster.max_failures must be int, got '\\*a'"),
         ("--cluster.cpus_per_worker=0", "--cluster.cpus_per_worker must be a finite number > 0"),
         ("--cluster.cpus_per_worker=inf", "--cluster.cpus_per_worker must be a finite number > 0"),
         ("--cluster.curves_port=70000", "--cluster.curves_port must be a TCP port"),

@@ -6,6 +6,7 @@ import sys
 import pytest
 
 from conftest import REPO
+from raycluster.layout import AUTH_TOKEN_ENV
 from test_topology import fake_job
 
 
@@ -51,6 +52,11 @@ def test_malformed_job_fails_fast(tmp_path, change, message):
         (base / "input" / "config" / "resourceconfig.json").unlink()
     else:
         env.update(change)
+    assert_refused(env, base, message)
+
+
+def assert_refused(env: dict, base, message: str) -> None:
+    """The entry point on ``env`` stops with ``message``: one error line, the failure file, no Ray process."""
     before = ray_processes()
     result = subprocess.run(
         [sys.executable, "-m", "entry"],
@@ -65,3 +71,11 @@ def test_malformed_job_fails_fast(tmp_path, change, message):
     assert len(errors) == 1 and message in errors[0], result.stderr[-2000:]
     assert message in (base / "output" / "failure").read_text()
     assert ray_processes() <= before
+
+
+def test_an_empty_token_file_is_no_token(tmp_path):
+    # Else its outcome server would take `Authorization: Bearer ` from anyone.
+    token = tmp_path / "auth_token"
+    token.write_text("\n")
+    env = {**fake_job(tmp_path), AUTH_TOKEN_ENV: str(token)}
+    assert_refused(env, tmp_path / "opt" / "ml", f"the Ray auth token at {token} is empty")

@@ -111,3 +111,14 @@ def test_hooks_see_every_step_and_checkpoint_of_lerobots_own_loop(dataset, tmp_p
     assert lerobot_api.resumed_step(lerobot_api.resume_flags(out, "000002", 3)) == 2
     assert lerobot_train.update_policy.__name__ == "update_policy"  # unhooked again
     assert lerobot_train.update_policy.__module__ == "lerobot.scripts.lerobot_train"
+
+
+def test_the_resumed_step_is_read_through_lerobots_last_link(tmp_path):
+    # LeRobot's documented resume names checkpoints/last/pretrained_model/train_config.json.
+    checkpoints = lerobot_api.checkpoints_dir(tmp_path)
+    (checkpoints / "000040" / lerobot_api.PRETRAINED_MODEL).mkdir(parents=True)
+    (checkpoints / lerobot_api.LAST).symlink_to("000040")
+    last = checkpoints / lerobot_api.LAST / lerobot_api.PRETRAINED_MODEL / "train_config.json"
+    assert lerobot_api.resumed_step(["--resume=true", f"--config_path={last}"]) == 40
+    with pytest.raises(UsageError, match="--config_path=cfg.json: not a LeRobot checkpoint's config"):
+        lerobot_api.resumed_step(["--resume=true", "--config_path=cfg.json"])

@@ -150,6 +150,7 @@ def test_hyperparameters_become_flags_as_given():
         ({"entry__head_wait_s": "inf"}, "entry__head_wait_s=inf must be a finite number > 0"),
         ({"entry__keep_alive_s": "nan"}, "entry__keep_alive_s=nan must be a finite number >= 0"),
         ({"entry__stop_timeout_s": "90"}, "entry__stop_timeout_s=90 must be at most 60"),
+        ({"entry__join_timeout_s": "{"}, "entry__join_timeout_s must be a number, got '{'"),
         ({"entry__preflight": "maybe"}, "entry__preflight must be true or false, got 'maybe'"),
         ({"entry__head_trains": "null"}, "entry__head_trains must be true or false, got 'null'"),
         ({"entry__join_timeout_s": "soon"}, "entry__join_timeout_s must be a number, got 'soon'"),

@@ -41,6 +41,9 @@ class CheckpointKeeper:
         self._published = threading.Condition(self._lock)
         self._readers: Counter[str] = Counter()
         self._publishing: set[str] = set()
+        # Checked once (published here, or verified against its manifest): never hashed again in this run,
+        # neither at each save's retention nor in the stop window.
+        self._complete: set[str] = set()
         # A checkpoint saved by every host (LeRobot main's sharded saves): name -> {part: (token, manifest)}
         # until the last host's part arrives.
         self._parts: dict[str, dict[int, tuple[str, dict]]] = {}
@@ -80,6 +83,10 @@ class CheckpointKeeper:
         (staged / MANIFEST).write_text(json.dumps(manifest, indent=1))
         try:
             self.store.publish(staged, name)
+            self._complete.add(name)
+        except BaseException:
+            shutil.rmtree(staged, ignore_errors=True)  # a refused upload must not keep a checkpoint on disk
+            raise
         finally:
             with self._lock:
                 self._publishing.discard(name)
@@ -155,13 +162,14 @@ class CheckpointKeeper:
         """Keep the newest ``keep`` complete checkpoints; the newest complete one is never deleted."""
         if self.keep < 1:
             return
-        complete = [n for n in self.store.names() if self.store.problems(n) is None]
+        complete = self.complete_names()
         for name in complete[: -self.keep]:
             with self._lock:
                 if self._readers[name]:
                     log.info("retention: checkpoint %s is being fetched; deleted at a later save", name)
                     continue
             self.store.delete(name)
+            self._complete.discard(name)
             log.info("retention (keep %d): deleted checkpoint %s", self.keep, name)
 
     # -- handing back -----------------------------------------------------------------------------
@@ -174,11 +182,25 @@ class CheckpointKeeper:
             with self._lock:
                 if name in self._publishing:  # not complete yet, and not broken either
                     continue
-            reason = self.store.problems(name)
+            reason = self._problems(name)
             if reason is None:
                 return name
             self.store.quarantine(name, reason)
+            self._complete.discard(name)
         return None
+
+    def _problems(self, name: str) -> str | None:
+        """Why ``name`` is not complete, read whole as a resume will read it (an S3 object of the right size
+        with the wrong bytes passes a listing, then would fail every fetch, restart after restart)."""
+        reason = self.store.problems(name)
+        if reason is None and not self.store.checks_content:
+            try:
+                self.store.local_copy(name)
+            except RuntimeError as exc:
+                reason = str(exc)
+        if reason is None:
+            self._complete.add(name)
+        return reason
 
     def manifest(self, name: str) -> dict[str, dict]:
         """The start of a fetch: ``name`` is kept until ``release``."""
@@ -200,8 +222,18 @@ class CheckpointKeeper:
             return f.read(CHUNK_BYTES)
 
     def complete_names(self) -> list[str]:
-        """Every complete checkpoint, oldest step first (each one checked against its manifest)."""
-        return [n for n in self.store.names() if self.store.problems(n) is None]
+        """Every complete checkpoint, oldest step first: each checked against its manifest once in this keeper's
+        life (what it published itself, never), so that neither a save's retention nor the stop window hashes
+        every kept checkpoint again. A resume (``newest_complete``) reads its checkpoint in full."""
+        return [n for n in self.store.names() if self._listed_complete(n)]
+
+    def _listed_complete(self, name: str) -> bool:
+        if name in self._complete:
+            return True
+        complete = self.store.problems(name) is None  # S3: names and sizes only, no download
+        if complete and self.store.checks_content:
+            self._complete.add(name)
+        return complete
 
     def complete_steps(self) -> list[int]:
         return [int(n) for n in self.complete_names()]

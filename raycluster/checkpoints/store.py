@@ -24,10 +24,13 @@ QUARANTINE = "quarantine"
 def by_step(names) -> list[str]:
     """Checkpoint names (LeRobot's zero-padded steps) in step order. Never as text: LeRobot pads to
     ``max(6, len(str(steps)))``, so a run relaunched with more steps writes ``0505000`` after ``500000``."""
-    return sorted((n for n in names if n.isdigit()), key=int)
+    return sorted((n for n in names if n.isascii() and n.isdigit()), key=int)  # not '²', which int() refuses
 
 
 class CheckpointStore(Protocol):
+    checks_content: bool
+    """``problems`` reads every file against its checksum (else: names and sizes only)."""
+
     def names(self) -> list[str]:
         """Every checkpoint directory present, complete or not, oldest step first."""
 
@@ -47,6 +50,8 @@ class CheckpointStore(Protocol):
 
 
 class LocalStore:
+    checks_content = True
+
     def __init__(self, root: Path):
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
@@ -115,6 +120,8 @@ class LocalStore:
 class S3Store:
     """``s3://bucket/prefix``: files first, the manifest object last, so a listing never shows a
     checkpoint with a manifest whose files are missing."""
+
+    checks_content = False  # a listing gives sizes; the bytes are checked when a checkpoint is read
 
     def __init__(self, url: str, client=None):
         import boto3

@@ -4,6 +4,7 @@ stay up for interactive use if asked, then tell the worker hosts how it ended.""
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from pathlib import Path
@@ -40,7 +41,7 @@ class Head:
         spec = node_spec(self.topology, None, trains=self.settings.head_trains)
         # Ray's job stop SIGTERMs the driver, then SIGKILLs it after RAY_JOB_STOP_WAIT_TIME_S (default 3 s):
         # the training job needs entry.stop_timeout_s to save its current step.
-        spec.env["RAY_JOB_STOP_WAIT_TIME_S"] = str(int(self.settings.stop_timeout_s))
+        spec.env["RAY_JOB_STOP_WAIT_TIME_S"] = str(math.ceil(self.settings.stop_timeout_s))  # 0.5 s is 1, not 0
         ip = self.ips[self.topology.current_host]
         outcome = OutcomeServer(ip)
         node = RayNode(spec)

@@ -24,6 +24,8 @@ def auth_env(settings: EntrySettings) -> dict[str, str]:
     its Jobs API would run anyone's code in the VPC as this job's role."""
     path = Path(os.environ.get(AUTH_TOKEN_ENV) or SOURCE_DIR / AUTH_TOKEN_FILE)
     if path.is_file():
+        if not path.read_text().strip():
+            raise UsageError(f"the Ray auth token at {path} is empty: ship the job's token with its code")
         return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(path)}
     if not settings.insecure:
         raise UsageError(

@@ -17,6 +17,7 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from raycluster.errors import UsageError
 from raycluster.layout import OUTCOME_PORT
 
 log = logging.getLogger(__name__)
@@ -28,7 +29,12 @@ def job_token() -> str | None:
     """The job's Ray auth token, as the entry point set it up (``RAY_AUTH_TOKEN_PATH``); None when the
     cluster runs without one (``entry.insecure``)."""
     path = os.environ.get("RAY_AUTH_TOKEN_PATH")
-    return Path(path).read_text().strip() if path else None
+    if not path:
+        return None
+    token = Path(path).read_text().strip()
+    if not token:  # `Bearer ` would then pass: an empty token is no token, and never "no auth"
+        raise UsageError(f"the Ray auth token at {path} is empty: ship the job's token with its code")
+    return token
 
 
 class OutcomeServer:

@@ -102,7 +102,16 @@ def resumed_step(args: list[str]) -> int | None:
     if (flag_value(args, "resume") or "").lower() != "true":
         return None
     config_path = flag_value(args, "config_path")
-    return int(Path(config_path).parent.parent.name) if config_path else None
+    if not config_path:
+        return None
+    step_dir = Path(config_path).parent.parent
+    name = step_dir.resolve().name if step_dir.name == LAST else step_dir.name  # LeRobot's docs resume `last`
+    if not (name.isascii() and name.isdigit()):
+        raise UsageError(
+            f"--config_path={config_path}: not a LeRobot checkpoint's config "
+            "(checkpoints/<step>/pretrained_model/train_config.json, or checkpoints/last/...)"
+        )
+    return int(name)
 
 
 class LoopHooks:

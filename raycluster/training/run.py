@@ -27,7 +27,14 @@ from raycluster.curves.keeper import curves_for_run, finish_curves
 from raycluster.dataset import check_dataset_root
 from raycluster.training.interrupt import StopRequest, forward_to_journal
 from raycluster.training.journal import RunJournal
-from raycluster.training.lerobot_api import LAST, PRETRAINED_MODEL, checkpoints_dir, flag_value, parse_train_config
+from raycluster.training.lerobot_api import (
+    LAST,
+    PRETRAINED_MODEL,
+    checkpoints_dir,
+    flag_value,
+    parse_train_config,
+    resumed_step,
+)
 from raycluster.training.lerobot_lines import installed_line
 from raycluster.training.paths import absolute_paths
 from raycluster.training.summary import Measured, RunSummary
@@ -83,6 +90,7 @@ def prepare_lerobot_args(cluster: ClusterConfig, args: list[str], resuming: bool
     would have made one up from the clock. A run that will resume from the keeper's checkpoint is only
     parsed: its output dir may exist, and LeRobot validates the saved config when it resumes."""
     args = installed_line().plan_args(args, cluster)
+    resumed_step(args)  # a --config_path we could not read a step from: refused before any cluster starts
     cfg = parse_train_config(args, validate=not resuming)
     if cfg.dataset is not None and cfg.dataset.root is not None:
         check_dataset_root(Path(cfg.dataset.root))
