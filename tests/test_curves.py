@@ -1,14 +1,20 @@
 """The curves' store published whole while it is written, to a directory or to S3, fetched back; the PNG;
 `raycluster curves` refusing what holds no curves."""
 
+import os
+import socket
 import sqlite3
+import subprocess
 import threading
 
 import boto3
 import numpy as np
+import pytest
+import ray
 from PIL import Image
 
 from conftest import run_cli
+from raycluster.curves.keeper import keeper_for_run
 from raycluster.curves.plot import draw
 from raycluster.curves.publish import CURVES, fetch, publish
 
@@ -99,3 +105,38 @@ def test_curves_of_a_directory_without_any_are_refused_in_one_line(tmp_path):
     result = run_cli("curves", str(tmp_path), "--no-serve", timeout=120)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1].startswith(f"raycluster curves: error: no curves in {tmp_path}")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a bind mount needs root")
+def test_a_store_is_published_across_a_bind_mount(tmp_path):
+    # One filesystem (same st_dev), two mounts: a rename between them fails with EXDEV all the same.
+    root, mounted, live = tmp_path / "root", tmp_path / "mounted", tmp_path / "live"
+    for path in (root, mounted, live):
+        path.mkdir()
+    subprocess.run(["mount", "--bind", str(root), str(mounted)], check=True)
+    try:
+        stop = threading.Event()
+        stop.set()
+        writer(live / "raycluster.db", stop).join()  # the table, with one row at most
+        published = publish(live / "raycluster.db", str(mounted), tmp_path / "staging")
+        assert published == str(mounted / CURVES / "raycluster.db")
+        assert rows(published) == rows(live / "raycluster.db")
+    finally:
+        subprocess.run(["umount", str(mounted)], check=True)
+
+
+def test_the_curve_keeper_asks_no_one_about_a_hub_token(tmp_path):
+    # An HF_TOKEN in the job's environment, and a "Hub" that accepts connections and never answers.
+    hub = socket.create_server(("127.0.0.1", 0))
+    env = {
+        "HF_TOKEN": "hf_not_a_real_token",
+        "HF_ENDPOINT": f"http://127.0.0.1:{hub.getsockname()[1]}",
+        "HF_HUB_OFFLINE": "0",  # a job's environment, not this suite's
+    }
+    ray.init(num_cpus=1, include_dashboard=False, runtime_env={"env_vars": env})
+    try:
+        keeper = keeper_for_run(tmp_path / "live", tmp_path / "run", "", every_s=30)
+        ray.get(keeper.log.remote(1, {"loss": 1.0}), timeout=30)  # trackio's init is done, not waiting on a Hub
+    finally:
+        ray.shutdown()
+        hub.close()

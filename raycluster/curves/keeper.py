@@ -23,6 +23,9 @@ from raycluster.curves.publish import CURVES, PROJECT, fetch, publish
 
 log = logging.getLogger(__name__)
 
+NO_HUB = {"HF_TOKEN": "", "HF_TOKEN_PATH": "/nonexistent/raycluster-no-hub-token", "HF_HUB_OFFLINE": "1"}
+"""The curve keeper's process holds no Hub credentials and is offline: trackio asks the Hub who a token
+belongs to when it finds one (no timeout), and the curves are local files, never sent anywhere."""
 INSTALL_HINT = "curves need trackio: pip install 'raycluster[curves]' (make test and make demo install it)"
 
 
@@ -133,5 +136,5 @@ def keeper_for_run(live_dir: Path, output_dir: Path, publish_root: str, every_s:
     return CurveKeeper.options(
         scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node_id, soft=False),
         # trackio reads TRACKIO_DIR once, at import: the actor gets a process of its own with it set.
-        runtime_env={"env_vars": {"TRACKIO_DIR": str(live_dir)}},
+        runtime_env={"env_vars": {"TRACKIO_DIR": str(live_dir), **NO_HUB}},
     ).remote(str(live_dir), output_dir.name, str(output_dir), publish_root, every_s)

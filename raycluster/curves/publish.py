@@ -4,6 +4,7 @@ one object (S3), so a reader never downloads a torn file."""
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import sqlite3
@@ -42,12 +43,15 @@ def publish(db: Path, root: str, staging: Path) -> str:
             return f"s3://{bucket}/{key}"
         target = Path(root) / CURVES / db.name
         target.parent.mkdir(parents=True, exist_ok=True)
-        if os.stat(copy.parent).st_dev != os.stat(target.parent).st_dev:
+        try:
+            os.replace(copy, target)
+        except OSError as exc:
+            if exc.errno != errno.EXDEV:  # st_dev can agree across a bind mount and the rename still fail
+                raise
             # Not on the root's filesystem: finish the copy under a hidden name beside the target first.
             hidden = target.with_name(f".{db.name}.partial")
             shutil.copyfile(copy, hidden)
-            copy = hidden
-        os.replace(copy, target)
+            os.replace(hidden, target)
         return str(target)
 
 
