@@ -188,6 +188,15 @@ def test_listing_trusts_what_the_keeper_published_and_a_resume_reads_it_whole(lo
     assert ray.get(keeper.complete_names.remote()) == ["000001"]
 
 
+def test_a_fetch_whose_worker_died_holds_its_checkpoint_no_longer_than_its_lease(local_ray, tmp_path):
+    keeper = CheckpointKeeper.remote(str(tmp_path / "root"), 1, None, "", 0.5)
+    send_directory(keeper, fake_checkpoint(tmp_path / "src" / "000001", b"f" * 100), "000001")
+    ray.get(keeper.manifest.remote("000001"))  # a fetch began, and its worker was killed: no release ever comes
+    time.sleep(1)
+    send_directory(keeper, fake_checkpoint(tmp_path / "src" / "000002", b"f" * 100), "000002")
+    assert ray.get(keeper.complete_steps.remote()) == [2]  # retention went on once the lease ran out
+
+
 def test_a_failed_s3_publish_keeps_no_staged_copy(local_ray, s3_endpoint, tmp_path):
     staging = tmp_path / "staging"
     keeper = CheckpointKeeper.options(runtime_env={"env_vars": s3_endpoint}).remote(

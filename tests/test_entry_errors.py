@@ -40,6 +40,8 @@ def ray_processes() -> set[int]:
         ({"hps": {"cluster__checkpoint_dir": "s3:/bucket/x"}}, "--cluster.checkpoint_dir=s3:/bucket/x: only local"),
         ({"hps": {"cluster__checkpoint_dir": "s3://B/x"}}, "--cluster.checkpoint_dir=s3://B/x: not an s3://bucket"),
         ({"hps": {"cluster__model_dir": "/tmp/model"}}, "--cluster.model_dir=/tmp/model: on SageMaker only"),
+        # Retention would delete the only complete checkpoint in S3 while the newer one is still uploading.
+        ({"hps": {"cluster__keep_checkpoints": "1"}}, "--cluster.keep_checkpoints=1 on SageMaker"),
         ({"hps": {"cluster__keep_checkpoints": "-1"}}, "--cluster.keep_checkpoints must be >= 0"),
         # Fail closed: no token in the code, no cluster (its Jobs API would run anyone's code as the job's role).
         ({}, "no Ray auth token at"),

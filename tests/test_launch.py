@@ -404,3 +404,11 @@ def test_a_wheel_travels_with_the_code_and_anything_else_is_refused_before_any_u
     refused = launch(aws, *JOB, "--dry-run", f"--wheel={REPO / 'README.md'}", *FLAGS)
     assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
     assert f"--wheel {REPO / 'README.md'}: not a wheel file here" in refused.stderr
+
+
+def test_remote_debugging_is_on_unless_the_job_wants_no_shell_on_its_hosts(aws):
+    on = launch(aws, *JOB, "--dry-run", *FLAGS)
+    off = launch(aws, *JOB, "--dry-run", "--no-remote-debugging", *FLAGS)
+    assert on.returncode == off.returncode == 0, on.stderr[-2000:] + off.stderr[-2000:]
+    assert json.loads(on.stdout)["RemoteDebugConfig"] == {"EnableRemoteDebug": True}
+    assert json.loads(off.stdout).get("RemoteDebugConfig", {}).get("EnableRemoteDebug") is not True

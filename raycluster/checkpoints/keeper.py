@@ -13,6 +13,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -20,15 +21,19 @@ from pathlib import Path
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from raycluster.checkpoints.gather import merge_parts
 from raycluster.checkpoints.manifest import CHUNK_BYTES, MANIFEST, within
 from raycluster.checkpoints.store import LocalStore, open_store
 
 log = logging.getLogger(__name__)
 
+READ_LEASE_S = 300.0
+"""How long a fetch holds its checkpoint against retention without reading a chunk."""
+
 
 @ray.remote(num_cpus=0, max_concurrency=4)
 class CheckpointKeeper:
-    def __init__(self, root: str, keep: int = 0, store=None, staging_dir: str = ""):
+    def __init__(self, root: str, keep: int = 0, store=None, staging_dir: str = "", read_lease_s: float = READ_LEASE_S):
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
         self.store = store or open_store(root)
         self.keep = keep
@@ -40,6 +45,9 @@ class CheckpointKeeper:
         self._lock = threading.Lock()
         self._published = threading.Condition(self._lock)
         self._readers: Counter[str] = Counter()
+        # A fetch that has read nothing for read_lease_s (its worker died mid-fetch) no longer holds a checkpoint.
+        self._read_at: dict[str, float] = {}
+        self.read_lease_s = read_lease_s
         self._publishing: set[str] = set()
         # Checked once (published here, or verified against its manifest): never hashed again in this run,
         # neither at each save's retention nor in the stop window.
@@ -98,29 +106,13 @@ class CheckpointKeeper:
         return name
 
     def _gather(self, name: str, parts: dict[int, tuple[str, dict]]) -> tuple[Path, dict[str, dict]]:
-        """Every host's part of ``name`` moved into one staged directory, with the union of their manifests;
-        a file that two hosts hold with different contents is refused."""
-        merged, union = self.staging / f"{name}-gathered-{uuid.uuid4().hex[:8]}", {}
         try:
-            for part in sorted(parts):
-                token, manifest = parts[part]
-                for relpath, entry in manifest.items():
-                    if union.get(relpath, entry) != entry:
-                        raise RuntimeError(f"checkpoint {name}: hosts hold different {relpath}")
-                    target = within(merged, relpath)
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    os.replace(within(self.staging / token, relpath), target)
-                    union[relpath] = entry
+            return merge_parts(self.staging, name, parts)
         except BaseException:
-            shutil.rmtree(merged, ignore_errors=True)
             with self._lock:
                 self._publishing.discard(name)
                 self._published.notify_all()
             raise
-        finally:
-            for token, _ in parts.values():
-                shutil.rmtree(self.staging / token, ignore_errors=True)
-        return merged, union
 
     def _drop_parts_older_than(self, step: int) -> None:
         """Parts of an older checkpoint whose other hosts never delivered (a host lost mid-save) are dropped."""
@@ -165,7 +157,7 @@ class CheckpointKeeper:
         complete = self.complete_names()
         for name in complete[: -self.keep]:
             with self._lock:
-                if self._readers[name]:
+                if self._readers[name] and time.monotonic() - self._read_at[name] < self.read_lease_s:
                     log.info("retention: checkpoint %s is being fetched; deleted at a later save", name)
                     continue
             self.store.delete(name)
@@ -206,6 +198,7 @@ class CheckpointKeeper:
         """The start of a fetch: ``name`` is kept until ``release``."""
         with self._lock:
             self._readers[name] += 1
+            self._read_at[name] = time.monotonic()
         try:
             return json.loads((self.store.local_copy(name) / MANIFEST).read_text())
         except Exception:
@@ -217,6 +210,7 @@ class CheckpointKeeper:
             self._readers[name] -= 1
 
     def read(self, name: str, relpath: str, offset: int) -> bytes:
+        self._read_at[name] = time.monotonic()
         with within(self.store.local_copy(name), relpath).open("rb") as f:
             f.seek(offset)
             return f.read(CHUNK_BYTES)

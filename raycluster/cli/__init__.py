@@ -20,6 +20,12 @@ from raycluster.cli import (
 from raycluster.errors import UsageError
 from raycluster.logs import configure
 
+# What `raycluster --help` says; the module's docstring above is for whoever edits the CLI.
+DESCRIPTION = (
+    "A Ray cluster inside a SageMaker training job that trains LeRobot policies with Ray Train: train locally "
+    "or on a running cluster, simulate a SageMaker job here, launch one, and follow it."
+)
+
 VERBS = (
     cmd_demo,
     cmd_dataset,
@@ -35,7 +41,7 @@ VERBS = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="raycluster", description=__doc__)
+    parser = argparse.ArgumentParser(prog="raycluster", description=DESCRIPTION)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     verbs = parser.add_subparsers(dest="verb", required=True)
     for module in VERBS:

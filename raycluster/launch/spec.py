@@ -49,6 +49,9 @@ class LaunchSpec:
     """A training image instead of the DLC lookup."""
     spot: bool = False
     """Managed spot training (needs --max-wait, --checkpoint-s3)."""
+    no_remote_debugging: bool = False
+    """No SSM session onto the job's hosts (on by default: it is how the Ray dashboard is reached, and it gives
+    whoever may start SSM sessions on the job a root shell on every host)."""
     max_run: int = 24 * 3600
     """Seconds."""
     max_wait: int | None = None

@@ -109,7 +109,7 @@ def build_trainer(spec: LaunchSpec, source: Path, session):
         tags=[Tag(key=k, value=v) for k, v in spec.tags.items()] or None,
     )
     # Remote debugging lets `aws ssm start-session` reach algo-1, which is how the dashboard is reached.
-    return trainer.with_remote_debug_config(RemoteDebugConfig(enable_remote_debug=True))
+    return trainer.with_remote_debug_config(RemoteDebugConfig(enable_remote_debug=not spec.no_remote_debugging))
 
 
 def dataset_channel(spec: LaunchSpec):
@@ -220,9 +220,10 @@ def launch(spec: LaunchSpec, wait: bool = False) -> dict:
         )
         created = []
 
-        def job_created(**_):
-            created.append(True)
-            keep_token(captured["TrainingJobName"], token)  # for `raycluster dashboard`: now, not when it ends
+        def job_created(http_response, **_):
+            if http_response.status_code < 300:  # botocore runs after-call before it raises a refusal
+                created.append(True)
+                keep_token(captured["TrainingJobName"], token)  # for `raycluster dashboard`: now, not at its end
 
         events.register("after-call.sagemaker.CreateTrainingJob", job_created)
         try:

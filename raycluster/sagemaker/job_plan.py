@@ -65,6 +65,12 @@ def probe_flags(flags: list[str]) -> list[str]:
 def check_kept_on_sagemaker(cluster: ClusterConfig, base: Path) -> None:
     """Only ``/opt/ml/checkpoints`` (synced to the checkpoint S3 URI as the job runs) and ``/opt/ml/model``
     (tarred at the end) outlive a SageMaker instance: anything kept elsewhere would vanish with it."""
+    if cluster.keep_checkpoints == 1:
+        raise UsageError(
+            "--cluster.keep_checkpoints=1 on SageMaker: the older checkpoint would be deleted while the newer one "
+            "may still be uploading to S3, and a spot reclaim then would leave none complete there; keep 2 or more "
+            "(0 keeps all)"
+        )
     for name, root, value in (
         ("checkpoint_dir", base / "checkpoints", cluster.checkpoint_dir),
         ("model_dir", base / "model", cluster.model_dir),
