@@ -86,14 +86,14 @@ class CheckpointKeeper:
                     return None
                 every_part = self._parts.pop(name)
             self._publishing.add(name)
-        if parts > 1:
-            staged, manifest = self._gather(name, every_part)
-        (staged / MANIFEST).write_text(json.dumps(manifest, indent=1))
         try:
+            if parts > 1:
+                staged, manifest = merge_parts(self.staging, name, every_part)
+            (staged / MANIFEST).write_text(json.dumps(manifest, indent=1))
             self.store.publish(staged, name)
             self._complete.add(name)
         except BaseException:
-            shutil.rmtree(staged, ignore_errors=True)  # a refused upload must not keep a checkpoint on disk
+            shutil.rmtree(staged, ignore_errors=True)  # a refused upload (or merge) keeps nothing on disk
             raise
         finally:
             with self._lock:
@@ -104,15 +104,6 @@ class CheckpointKeeper:
             self._drop_parts_older_than(int(name))
             self._retain()
         return name
-
-    def _gather(self, name: str, parts: dict[int, tuple[str, dict]]) -> tuple[Path, dict[str, dict]]:
-        try:
-            return merge_parts(self.staging, name, parts)
-        except BaseException:
-            with self._lock:
-                self._publishing.discard(name)
-                self._published.notify_all()
-            raise
 
     def _drop_parts_older_than(self, step: int) -> None:
         """Parts of an older checkpoint whose other hosts never delivered (a host lost mid-save) are dropped."""

@@ -8,7 +8,6 @@ import logging
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 from raycluster.layout import SCRATCH, SHIPPED_WHEELS, SOURCE_DIR
 
@@ -17,20 +16,20 @@ log = logging.getLogger(__name__)
 INSTALLED = SCRATCH / "wheels"
 
 
-def install_shipped_wheels(environ, source: Path = SOURCE_DIR, target: Path = INSTALLED) -> list[str]:
-    """Install every shipped wheel; the names installed (none: nothing shipped, nothing changed)."""
-    wheels = sorted((source / SHIPPED_WHEELS).glob("*.whl"))
+def install_shipped_wheels(environ) -> None:
+    """Install every shipped wheel (none shipped: nothing changes)."""
+    wheels = sorted((SOURCE_DIR / SHIPPED_WHEELS).glob("*.whl"))
     if not wheels:
-        return []
+        return
+    names = [wheel.name for wheel in wheels]
     installed = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(target)]
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(INSTALLED)]
         + [str(wheel) for wheel in wheels],
         capture_output=True,
         text=True,
     )
     if installed.returncode != 0:
         said = (installed.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RuntimeError(f"the shipped wheels {[w.name for w in wheels]} could not be installed: {said}")
-    environ["PYTHONPATH"] = os.pathsep.join([str(target), *filter(None, [environ.get("PYTHONPATH")])])
-    log.info("installed %s over the image's packages (in %s)", ", ".join(w.name for w in wheels), target)
-    return [wheel.name for wheel in wheels]
+        raise RuntimeError(f"the shipped wheels {names} could not be installed: {said}")
+    environ["PYTHONPATH"] = os.pathsep.join([str(INSTALLED), *filter(None, [environ.get("PYTHONPATH")])])
+    log.info("installed %s over the image's packages (in %s)", ", ".join(names), INSTALLED)
