@@ -34,7 +34,8 @@ class SubmittedJob:
         from ray.job_submission import JobSubmissionClient
 
         self.client = JobSubmissionClient(dashboard_url)
-        entrypoint = shlex.join([sys.executable, "-u", str(script), *flags])
+        self.argv = [sys.executable, "-u", str(script), *flags]
+        entrypoint = shlex.join(self.argv)
         submission_id = f"{name}-{uuid.uuid4().hex[:8]}"
         self.report = reports / f"{submission_id}.json"
         runtime_env = {"env_vars": {REPORT_ENV: str(self.report)}}
@@ -73,8 +74,28 @@ class SubmittedJob:
 
     def outcome(self) -> JobOutcome:
         info = self.client.get_job_info(self.id)
+        return JobOutcome(str(info.status.value), info.driver_exit_code, self.reported_reason())
+
+    def reported_reason(self) -> str | None:
+        """The job's own one-line reason, read from its report on this node: no Ray call."""
         report = read_report(self.report)
-        return JobOutcome(str(info.status.value), info.driver_exit_code, report.reason if report else None)
+        return report.reason if report else None
+
+    def driver_pids(self) -> list[int]:
+        """The job driver's process on this node (Ray runs it on the head): its command line, and this job's
+        report path in its environment (the job's actors have that too, under other command lines). The way to
+        reach the driver when the Jobs API does not answer."""
+        marker, argv = f"{REPORT_ENV}={self.report}".encode(), [arg.encode() for arg in self.argv]
+        pids = []
+        for proc in Path("/proc").glob("[0-9]*"):
+            try:
+                if (proc / "cmdline").read_bytes().split(b"\0")[: len(argv)] == argv and marker in (
+                    proc / "environ"
+                ).read_bytes().split(b"\0"):
+                    pids.append(int(proc.name))
+            except OSError:  # gone meanwhile, or not ours to read
+                continue
+        return pids
 
     def last_error(self) -> str:
         """For a job that wrote no report (a user's own script): its last error line, else its last line."""

@@ -158,3 +158,22 @@ def sims():
     yield start
     for sim in started:
         sim.stop()
+
+
+@pytest.fixture
+def job(sims, dataset):
+    """Starts a simulated job of ``hosts`` hosts with ``hps`` as its hyperparameters and the test dataset as its
+    channel; the ``sims`` fixture stops it however the test ends."""
+
+    def start(workdir: Path, hosts: int, hps: dict, *extra: str) -> Sim:
+        workdir.mkdir(parents=True, exist_ok=True)
+        (workdir / "hps.json").write_text(json.dumps(hps))
+        return sims(
+            workdir,
+            f"--hosts={hosts}",
+            f"--hyperparameters={workdir / 'hps.json'}",
+            f"--channel=dataset={dataset.root}",
+            *extra,
+        )
+
+    return start

@@ -9,9 +9,11 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from raycluster.checkpoints.store import LocalStore
 from raycluster.sim.job import KILL_AFTER_S
 
 REPO = Path(__file__).resolve().parent.parent
@@ -98,3 +100,26 @@ def leftovers() -> list[str]:
 def assert_clean() -> None:
     left = leftovers()
     assert not left, "left behind by a simulated job: " + "; ".join(left)
+
+
+def wait_for_log(path: Path, text: str, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and text in path.read_text():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{text!r} never appeared in {path}")
+
+
+def head_checkpoints(workdir: Path) -> Path:
+    return workdir / "algo-1" / "opt" / "ml" / "checkpoints" / "lerobot" / "checkpoints"
+
+
+def assert_all_complete(root: Path) -> None:
+    """Nothing in the checkpoint root looks complete unless it is."""
+    store = LocalStore(root)
+    assert all(store.problems(name) is None for name in store.names()), [(n, store.problems(n)) for n in store.names()]
+
+
+def logged_steps(log: Path) -> list[int]:
+    return [int(step) for step in re.findall(r"step:(\d+) ", log.read_text())]

@@ -17,40 +17,12 @@ import pytest
 from conftest import REPO, TINY_ACT_HPS, recorded_rows, run_cli
 from raycluster.checkpoints.store import LocalStore
 from raycluster.layout import OUTCOME_PORT
-from simulated import Sim, assert_clean
+from simulated import assert_all_complete, assert_clean, head_checkpoints, logged_steps, wait_for_log
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(os.geteuid() != 0, reason="simulated hosts need root (network namespaces)"),
 ]
-
-
-@pytest.fixture
-def job(sims, dataset):
-    """Starts a simulated job of ``hosts`` hosts with ``hps`` as its hyperparameters and the test dataset as its
-    channel; the ``sims`` fixture stops it however the test ends."""
-
-    def start(workdir: Path, hosts: int, hps: dict, *extra: str) -> Sim:
-        workdir.mkdir(parents=True, exist_ok=True)
-        (workdir / "hps.json").write_text(json.dumps(hps))
-        return sims(
-            workdir,
-            f"--hosts={hosts}",
-            f"--hyperparameters={workdir / 'hps.json'}",
-            f"--channel=dataset={dataset.root}",
-            *extra,
-        )
-
-    return start
-
-
-def wait_for_log(path: Path, text: str, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and text in path.read_text():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"{text!r} never appeared in {path}")
 
 
 def unauthenticated_http(workdir: Path) -> dict[int, str]:
@@ -102,16 +74,6 @@ def code_channel(workdir: Path) -> Path:
     return workdir / "algo-1" / "opt" / "ml" / "input" / "data" / "code"
 
 
-def head_checkpoints(workdir: Path) -> Path:
-    return workdir / "algo-1" / "opt" / "ml" / "checkpoints" / "lerobot" / "checkpoints"
-
-
-def assert_all_complete(root: Path) -> None:
-    """Nothing in the checkpoint root looks complete unless it is."""
-    store = LocalStore(root)
-    assert all(store.problems(name) is None for name in store.names()), [(n, store.problems(n)) for n in store.names()]
-
-
 def test_dotted_keys_die_in_sagemakers_driver_as_on_sagemaker(job, tmp_path):
     # What every `raycluster launch` job did before keys were encoded: the driver's `source` refuses the name.
     result = job(tmp_path, 2, {"policy.type": "act", "steps": 1}).finish(timeout=120)
@@ -143,10 +105,6 @@ def test_a_lost_worker_host_fails_the_job_naming_it(job, tmp_path):
     assert "algo-2" in result["algo-1"]["failure"] and "left the Ray cluster" in result["algo-1"]["failure"]
     assert time.monotonic() - killed < 90
     assert_clean()
-
-
-def logged_steps(log: Path) -> list[int]:
-    return [int(step) for step in re.findall(r"step:(\d+) ", log.read_text())]
 
 
 def test_sigterm_on_every_host_saves_the_step_reached_and_the_restarted_job_resumes_from_it(job, tmp_path, s3_endpoint):

@@ -27,6 +27,9 @@ from raycluster.checkpoints.store import LocalStore, open_store
 
 log = logging.getLogger(__name__)
 
+TESTING_PUBLISH_DELAY = "RAYCLUSTER_TESTING_PUBLISH_DELAY_S"
+"""Fault injection, for tests only (like Ray's own ``RAY_testing_*``): every publish waits this long after
+staging, so a test can stop a job while a checkpoint or the final model is being published."""
 READ_LEASE_S = 300.0
 """How long a fetch holds its checkpoint against retention without reading a chunk."""
 
@@ -90,6 +93,9 @@ class CheckpointKeeper:
             if parts > 1:
                 staged, manifest = merge_parts(self.staging, name, every_part)
             (staged / MANIFEST).write_text(json.dumps(manifest, indent=1))
+            if delay := float(os.environ.get(TESTING_PUBLISH_DELAY, 0)):
+                log.info("testing: holding the publish of %s for %gs (%s)", name, delay, TESTING_PUBLISH_DELAY)
+                time.sleep(delay)
             self.store.publish(staged, name)
             self._complete.add(name)
         except BaseException:

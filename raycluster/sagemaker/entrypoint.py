@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import threading
 
 from raycluster.cluster_config import split_cluster_args
 from raycluster.errors import UsageError
@@ -22,6 +21,7 @@ from raycluster.sagemaker.host_node import auth_env
 from raycluster.sagemaker.hyperparameters import split_hyperparameters
 from raycluster.sagemaker.job_plan import check_kept_on_sagemaker, job_flags, job_script, trains
 from raycluster.sagemaker.reaper import OrphanReaper
+from raycluster.sagemaker.stop_clock import StopClock
 from raycluster.sagemaker.topology import Topology, read_topology, sagemaker_base
 from raycluster.sagemaker.wheels import install_shipped_wheels
 from raycluster.sagemaker.worker_host import WorkerHost
@@ -49,7 +49,7 @@ def read_job(environ) -> tuple[Topology, EntrySettings, list[str]]:
 
 def main() -> int:
     base = sagemaker_base(os.environ)
-    stop = threading.Event()
+    stop = StopClock()
     reaper = OrphanReaper()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

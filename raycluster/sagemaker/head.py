@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -18,17 +19,25 @@ from raycluster.sagemaker.host_node import node_spec
 from raycluster.sagemaker.job_plan import PROBE_SCRIPT, job_script, probe_flags
 from raycluster.sagemaker.outcome import OutcomeServer
 from raycluster.sagemaker.reaper import OrphanReaper
+from raycluster.sagemaker.stop_clock import StopClock, within
 from raycluster.sagemaker.topology import Topology
-from raycluster.submission import TERMINAL, SubmittedJob
+from raycluster.submission import TERMINAL, JobOutcome, SubmittedJob
 
 log = logging.getLogger(__name__)
 
 DASHBOARD = f"http://127.0.0.1:{DASHBOARD_PORT}"
+ASK_S = 5.0
+"""The longest one Jobs API call may take (Ray's own calls have no timeout)."""
+# After SIGTERM, counted back from SageMaker's SIGKILL: the head's own node stop, and the exit after it.
+EXIT_S = 5.0
+NODE_STOP_S = 20.0 + EXIT_S
+NODES_STOP_S = 20.0 + NODE_STOP_S
+"""Reserved for telling the workers (they stop their nodes meanwhile) and then stopping the head's node."""
 
 
 class Head:
     def __init__(
-        self, topology: Topology, settings: EntrySettings, flags: list[str], stop: threading.Event, reaper: OrphanReaper
+        self, topology: Topology, settings: EntrySettings, flags: list[str], stop: StopClock, reaper: OrphanReaper
     ):
         self.topology, self.settings, self.flags, self.stop, self.reaper = topology, settings, flags, stop, reaper
         self.ips = {host: resolve(host) for host in topology.hosts}
@@ -65,7 +74,7 @@ class Head:
             if formed:
                 self._release_workers(outcome, code, reason)
             outcome.close()
-            node.stop()
+            node.stop(timeout=max(1.0, min(20.0, self.stop.left() - EXIT_S)))
 
     def _run_jobs(self) -> int:
         """The preflight probe if asked, then the job; a failed job's code still ends the SageMaker job
@@ -106,10 +115,12 @@ class Head:
 
     def _lost(self) -> HostFailure | None:
         """Why the job must stop now, if it must: our own SIGTERM, or a host that left the cluster."""
+        if self.stop.is_set():  # first, before asking the dashboard anything
+            return Stopped(SIGTERM_REASON)
         alive = self._alive()
         lost = set(self.ips.values()) - alive if alive else set()  # no answer is not a verdict
         # SageMaker stops every host at once: a worker that left on its own SIGTERM is no failure.
-        if self.stop.is_set() or (lost and self.stop.wait(2)):
+        if lost and self.stop.wait(2):
             return Stopped(SIGTERM_REASON)
         if lost:
             hosts = ", ".join(sorted(self.host_of[ip] for ip in lost))
@@ -117,23 +128,15 @@ class Head:
         return None
 
     def _run_job(self, script: Path, flags: list[str]) -> int:
+        if self.stop.is_set():  # nothing is submitted after SIGTERM
+            raise Stopped(f"{SIGTERM_REASON}, before the job started")
         job = SubmittedJob(DASHBOARD, script, flags, reports=SCRATCH / "job-reports")
         following = job.follow(self._show)
-        failure, stop_deadline = None, None
-        while job.status() not in TERMINAL:
-            if failure is None:
-                failure = self._lost()
-                if failure is not None:
-                    log.error("%s; stopping the job", failure)
-                    job.stop()
-                    # The job supervisor SIGKILLs the driver at stop_timeout_s; a little more for it to report.
-                    stop_deadline = time.monotonic() + self.settings.stop_timeout_s + STOP_MARGIN_S
-            elif time.monotonic() > stop_deadline:
-                log.error("the job did not stop within %.0fs", self.settings.stop_timeout_s)
-                break
-            time.sleep(1)
-        following.join(timeout=10)
-        outcome = job.outcome()
+        failure = self._watch(job)
+        following.join(timeout=max(0.0, min(10.0, self._left())))
+        answered, outcome = within(min(ASK_S, self._left()), job.outcome, "the job's outcome")
+        if not answered:  # the job's own report, read from disk, still says how it ended
+            outcome = JobOutcome("UNKNOWN", None, job.reported_reason())
         log.info("job %s: %s, driver exit code %s", job.id, outcome.status, outcome.exit_code)
         if isinstance(failure, Stopped):
             # On our own SIGTERM, the job's last word (the step it stopped at, whether it was saved), if it said one.
@@ -145,6 +148,43 @@ class Head:
                 outcome.exit_code or 1, f"job {outcome.status.lower()}: {outcome.reason or job.last_error()}"
             )
         return 0
+
+    def _watch(self, job: SubmittedJob) -> HostFailure | None:
+        """Until the job ends: what made us stop it, if anything did. Every Ray call is bounded, and after a
+        SIGTERM the whole wait ends in time for the workers and the nodes to stop before SageMaker's SIGKILL."""
+        failure, until = None, math.inf
+        while True:
+            answered, status = within(min(ASK_S, self._left()), job.status, "the job's status")
+            if status in TERMINAL:
+                return failure
+            if failure is None:
+                failure = self._lost()
+                if failure is not None:
+                    log.error("%s; stopping the job", failure)
+                    # The job supervisor SIGKILLs the driver at stop_timeout_s; a little more for it to report.
+                    until = time.monotonic() + self.settings.stop_timeout_s + STOP_MARGIN_S
+                    self._stop(job)
+            elif not answered and not job.driver_pids():
+                return failure  # no Jobs API to ask, and the driver has exited
+            if time.monotonic() > until or self._left() <= 0:
+                log.error(
+                    "the job did not stop within %.0fs; its nodes are stopped with it", self.settings.stop_timeout_s
+                )
+                return failure
+            time.sleep(1)
+
+    def _stop(self, job: SubmittedJob) -> None:
+        """Ray's job stop; when the Jobs API does not answer, SIGTERM to the driver itself, which then saves and
+        reports as it would on Ray's stop."""
+        if within(min(ASK_S, self._left()), job.stop, "stopping the job through the Jobs API")[0]:
+            return
+        for pid in job.driver_pids():
+            log.warning("the Jobs API did not answer; SIGTERM to the job's driver (pid %d) directly", pid)
+            os.kill(pid, signal.SIGTERM)
+
+    def _left(self) -> float:
+        """Seconds the job's stop may still take: SageMaker's SIGKILL less what the workers and the nodes need."""
+        return self.stop.left() - NODES_STOP_S
 
     def _show(self, line: str) -> None:
         print(f"[job] {line}", flush=True)
@@ -183,4 +223,4 @@ class Head:
         leave before the head's node goes away."""
         outcome.publish({"code": code, "reason": reason})
         head_ip = self.ips[self.topology.current_host]
-        wait_for(lambda: self._alive() <= {head_ip}, 20)
+        wait_for(lambda: self._alive() <= {head_ip}, min(20.0, self.stop.left() - NODE_STOP_S))

@@ -4,7 +4,6 @@ and leave."""
 from __future__ import annotations
 
 import logging
-import threading
 import time
 
 from raycluster.bootstrap import RayNode, gcs_reachable, resolve, wait_for
@@ -14,6 +13,7 @@ from raycluster.sagemaker.failure import SIGTERM_REASON, HostFailure, Stopped
 from raycluster.sagemaker.host_node import node_spec
 from raycluster.sagemaker.outcome import read_outcome
 from raycluster.sagemaker.reaper import OrphanReaper
+from raycluster.sagemaker.stop_clock import StopClock
 from raycluster.sagemaker.topology import Topology
 
 log = logging.getLogger(__name__)
@@ -22,7 +22,7 @@ HEAD_ENDED = "stopped by SIGTERM; the head ended the cluster"
 
 
 class WorkerHost:
-    def __init__(self, topology: Topology, settings: EntrySettings, stop: threading.Event, reaper: OrphanReaper):
+    def __init__(self, topology: Topology, settings: EntrySettings, stop: StopClock, reaper: OrphanReaper):
         self.topology, self.settings, self.stop, self.reaper = topology, settings, stop, reaper
         self.head_ip = resolve(topology.head_host)
         self.stop_deadline: float | None = None

@@ -19,14 +19,15 @@ from pathlib import Path
 from raycluster.errors import UsageError
 from raycluster.launch.trainer import Staged
 from raycluster.layout import SCRATCH
+from raycluster.sagemaker.entry_settings import SIGKILL_AFTER_S
 from raycluster.sim.network import SimNetwork
 
 log = logging.getLogger(__name__)
 
 OPT_ML = Path("/opt/ml")
-# SageMaker sends SIGKILL this long after SIGTERM.
-KILL_AFTER_S = 120
+KILL_AFTER_S = int(SIGKILL_AFTER_S)
 PASSED_ENV = ("PATH", "LANG", "HF_HUB_OFFLINE", "WANDB_MODE")
+TESTING_ENV = "RAYCLUSTER_TESTING_"  # fault injection for tests reaches every host too
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,7 @@ def container_env(spec: SimSpec, host: str) -> dict[str, str]:
     """What the platform and the image give the container; every SM_* variable comes from SageMaker's
     own driver inside it."""
     request = spec.staged.request
-    env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
+    env = {name: value for name, value in os.environ.items() if name in PASSED_ENV or name.startswith(TESTING_ENV)}
     # The image's `python` is the one with Ray and LeRobot: this machine's.
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}"
     env.update(
@@ -147,15 +148,8 @@ class SimHost:
                 "netns",
                 "exec",
                 network.namespace(host),
-                "unshare",
-                "--pid",
-                "--fork",
-                "--mount-proc",
-                "--uts",
-                "--kill-child=SIGKILL",
-                "sh",
-                "-c",
-                script,
+                *("unshare", "--pid", "--fork", "--mount-proc", "--uts", "--kill-child=SIGKILL"),
+                *("sh", "-c", script),
             ],
             env=container_env(spec, host),
             stdout=subprocess.PIPE,

@@ -1,0 +1,63 @@
+"""The SIGTERM a host gets when SageMaker stops the job (or reclaims a spot instance), with the time left
+before SageMaker's SIGKILL; and calls bounded by that time: Ray's Jobs API calls have no timeout of their
+own, so a dashboard that stops answering would otherwise hold the whole stop."""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable
+
+from raycluster.sagemaker.entry_settings import SIGKILL_AFTER_S
+
+log = logging.getLogger(__name__)
+
+
+class StopClock:
+    """A ``threading.Event`` that also knows when it was first set: every deadline after SIGTERM counts
+    from that one moment, not from when each step noticed it."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._at: float | None = None
+
+    def set(self) -> None:
+        if self._at is None:  # a second SIGTERM does not give more time: SageMaker's SIGKILL is fixed
+            self._at = time.monotonic()
+        self._event.set()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._event.wait(timeout)
+
+    def left(self) -> float:
+        """Seconds until SageMaker's SIGKILL; infinite before any SIGTERM."""
+        if self._at is None:
+            return math.inf
+        return SIGKILL_AFTER_S - (time.monotonic() - self._at)
+
+
+def within[T](seconds: float, call: Callable[[], T], what: str) -> tuple[bool, T | None]:
+    """``call()`` in a thread of its own, waited for at most ``seconds``: (True, its value), or (False, None)
+    when it raised or did not answer in time (logged, naming ``what``). A call that hangs is left behind on a
+    daemon thread: this process is about to end anyway."""
+    answer: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            answer["value"] = call()
+        except Exception as exc:  # any failure of the call is the same "no answer" to the caller
+            answer["error"] = exc
+
+    thread = threading.Thread(target=run, name=f"bounded-{what}", daemon=True)
+    thread.start()
+    thread.join(max(0.0, seconds))
+    if "value" in answer:
+        return True, answer["value"]  # type: ignore[return-value]
+    why = answer.get("error") or f"no answer within {seconds:.0f}s"
+    log.warning("%s: %s", what, why)
+    return False, None

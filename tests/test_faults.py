@@ -1,0 +1,140 @@
+"""SageMaker stopping a job at its worst moments, on simulated hosts through SageMaker's own driver: every host
+exits within SageMaker's 120 s, says why, and leaves nothing partial under /opt/ml/checkpoints."""
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import TINY_ACT_HPS
+from raycluster.checkpoints.keeper import TESTING_PUBLISH_DELAY
+from raycluster.sim.job import KILL_AFTER_S
+from simulated import Sim, assert_all_complete, assert_clean, head_checkpoints, logged_steps, wait_for_log
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="simulated hosts need root (network namespaces)"),
+]
+
+TRAINING = {**TINY_ACT_HPS, "steps": 2000, "save_freq": 1000, "log_freq": 1}
+
+
+def host_processes(workdir: Path, host: str) -> dict[int, str]:
+    """Every process inside a simulated host (its PID namespace), by PID as this machine sees it: command line."""
+    wrapper = int((workdir / host / "host.pid").read_text())
+    inside = os.readlink(f"/proc/{entry_pid(wrapper)}/ns/pid")
+    processes = {}
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if os.readlink(proc / "ns" / "pid") == inside:
+                processes[int(proc.name)] = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+    return processes
+
+
+def entry_pid(wrapper: int) -> int:
+    """The host's PID 1 (the container command), as this machine sees it."""
+    return int(Path(f"/proc/{wrapper}/task/{wrapper}/children").read_text().split()[0])
+
+
+def stop_and_time(sim: Sim) -> tuple[dict, float]:
+    sim.send_signal(signal.SIGTERM)  # the sim forwards SIGTERM to every host's entry point, as SageMaker does
+    signalled = time.monotonic()
+    result = sim.finish(timeout=KILL_AFTER_S + 60)
+    return result, time.monotonic() - signalled
+
+
+def assert_nothing_partial(workdir: Path) -> None:
+    """Under the checkpoint root only whole checkpoints: no staging, no half-renamed copy, no bad manifest."""
+    root = head_checkpoints(workdir)
+    if root.exists():
+        assert all(p.name.isdigit() and p.is_dir() for p in root.iterdir()), sorted(os.listdir(root))
+        assert_all_complete(root)
+
+
+def report(fault: str, seconds: float, result: dict) -> None:
+    # The README's fault table is made from these lines (`pytest tests/test_faults.py -s`).
+    print(f"\nFAULT | {fault} | {seconds:.1f} s | " + "; ".join(f"{h}: {r['exit_code']} {r['failure']!r}" for h, r in result.items()))
+
+
+@pytest.mark.parametrize(
+    "fault, moment",
+    [("while the cluster forms", "host algo-1 of"), ("while the job starts", "submitted job")],
+)
+def test_sigterm_before_training_ends_every_host_with_nothing_saved(job, tmp_path, fault, moment):
+    sim = job(tmp_path, 2, TRAINING)
+    wait_for_log(tmp_path / "algo-1" / "log.txt", moment)
+    result, seconds = stop_and_time(sim)
+    report(fault, seconds, result)
+    assert seconds < KILL_AFTER_S and all(h["exit_code"] == 143 for h in result.values()), (seconds, result)
+    assert all("SIGTERM" in h["failure"] for h in result.values()), result
+    assert not head_checkpoints(tmp_path).exists() or not any(head_checkpoints(tmp_path).iterdir())
+    assert_clean()
+
+
+def test_sigterm_twice_mid_training_saves_the_step_reached_once(job, tmp_path):
+    sim = job(tmp_path, 2, TRAINING)
+    wait_for_log(tmp_path / "algo-1" / "log.txt", "step:3 ")
+    entry_points = [entry_pid(int((tmp_path / h / "host.pid").read_text())) for h in ("algo-1", "algo-2")]
+    sim.send_signal(signal.SIGTERM)
+    signalled = time.monotonic()
+    time.sleep(1)
+    for pid in entry_points:  # SageMaker's second stop request: the sim itself forwards only the first
+        os.kill(pid, signal.SIGTERM)
+    result = sim.finish(timeout=KILL_AFTER_S + 60)
+    seconds = time.monotonic() - signalled
+    report("twice in a row, mid-training", seconds, result)
+    step = max(logged_steps(tmp_path / "algo-1" / "log.txt"))
+    said = f"stopped by SIGTERM at step {step}; checkpoint {step} saved"
+    assert seconds < KILL_AFTER_S and all(h == {"exit_code": 143, "failure": said} for h in result.values()), result
+    assert os.listdir(head_checkpoints(tmp_path)) == [f"{step:06d}"]
+    assert_nothing_partial(tmp_path)
+    assert_clean()
+
+
+def test_sigterm_while_a_checkpoint_is_published_leaves_only_whole_ones(job, tmp_path, monkeypatch):
+    monkeypatch.setenv(TESTING_PUBLISH_DELAY, "8")  # the sim passes it to every host: each publish takes 8 s
+    sim = job(tmp_path, 2, {**TRAINING, "save_freq": 2})
+    wait_for_log(tmp_path / "algo-1" / "log.txt", "holding the publish of 000002")
+    result, seconds = stop_and_time(sim)
+    report("during a checkpoint's publish", seconds, result)
+    assert seconds < KILL_AFTER_S and all(h["exit_code"] == 143 for h in result.values()), (seconds, result)
+    assert all(h["failure"].startswith("stopped by SIGTERM") for h in result.values()), result
+    assert_nothing_partial(tmp_path)
+    assert_clean()
+
+
+def test_sigterm_while_the_final_model_is_published_leaves_it_whole_or_absent(job, tmp_path, monkeypatch):
+    monkeypatch.setenv(TESTING_PUBLISH_DELAY, "8")
+    sim = job(tmp_path, 2, {**TRAINING, "steps": 3})
+    wait_for_log(tmp_path / "algo-1" / "log.txt", "holding the publish of pretrained_model")
+    result, seconds = stop_and_time(sim)
+    report("during the final model's publish", seconds, result)
+    assert seconds < KILL_AFTER_S and all(h["exit_code"] in (0, 143) for h in result.values()), (seconds, result)
+    assert all(h["exit_code"] == 0 or "SIGTERM" in h["failure"] for h in result.values()), result
+    model = tmp_path / "algo-1" / "opt" / "ml" / "model"
+    assert sorted(p.name for p in model.iterdir() if p.name.startswith(".")) == []
+    if (model / "pretrained_model").exists():
+        assert (model / "pretrained_model" / "model.safetensors").is_file()
+    assert_nothing_partial(tmp_path)
+    assert_clean()
+
+
+def test_a_dashboard_that_stops_answering_does_not_hold_the_stop(job, tmp_path):
+    sim = job(tmp_path, 2, TRAINING)
+    wait_for_log(tmp_path / "algo-1" / "log.txt", "step:3 ")
+    dashboards = [pid for pid, args in host_processes(tmp_path, "algo-1").items() if "dashboard/dashboard.py" in args]
+    assert dashboards
+    for pid in dashboards:
+        os.kill(pid, signal.SIGSTOP)
+    result, seconds = stop_and_time(sim)
+    report("dashboard stopped (SIGSTOP), then SIGTERM mid-training", seconds, result)
+    step = max(logged_steps(tmp_path / "algo-1" / "log.txt"))
+    said = f"stopped by SIGTERM at step {step}; checkpoint {step} saved"
+    assert seconds < KILL_AFTER_S and all(h == {"exit_code": 143, "failure": said} for h in result.values()), result
+    assert "SIGTERM to the job's driver" in (tmp_path / "algo-1" / "log.txt").read_text()
+    assert_nothing_partial(tmp_path)
+    assert_clean()
