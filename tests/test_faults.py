@@ -2,6 +2,7 @@
 exits within SageMaker's 120 s, says why, and leaves nothing partial under /opt/ml/checkpoints."""
 
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -57,7 +58,8 @@ def assert_nothing_partial(workdir: Path) -> None:
 
 def report(fault: str, seconds: float, result: dict) -> None:
     # The README's fault table is made from these lines (`pytest tests/test_faults.py -s`).
-    print(f"\nFAULT | {fault} | {seconds:.1f} s | " + "; ".join(f"{h}: {r['exit_code']} {r['failure']!r}" for h, r in result.items()))
+    hosts = "; ".join(f"{host}: {r['exit_code']} {r['failure']!r}" for host, r in result.items())
+    print(f"\nFAULT | {fault} | {seconds:.1f} s | {hosts}")
 
 
 @pytest.mark.parametrize(
@@ -132,9 +134,11 @@ def test_a_dashboard_that_stops_answering_does_not_hold_the_stop(job, tmp_path):
         os.kill(pid, signal.SIGSTOP)
     result, seconds = stop_and_time(sim)
     report("dashboard stopped (SIGSTOP), then SIGTERM mid-training", seconds, result)
-    step = max(logged_steps(tmp_path / "algo-1" / "log.txt"))
+    reached = max(logged_steps(tmp_path / "algo-1" / "log.txt"))  # the log streams through the dashboard: it stops
+    step = int(re.fullmatch(r"stopped by SIGTERM at step (\d+); checkpoint \d+ saved", result["algo-1"]["failure"])[1])
     said = f"stopped by SIGTERM at step {step}; checkpoint {step} saved"
     assert seconds < KILL_AFTER_S and all(h == {"exit_code": 143, "failure": said} for h in result.values()), result
+    assert reached <= step and os.listdir(head_checkpoints(tmp_path)) == [f"{step:06d}"], (reached, step)
     assert "SIGTERM to the job's driver" in (tmp_path / "algo-1" / "log.txt").read_text()
     assert_nothing_partial(tmp_path)
     assert_clean()

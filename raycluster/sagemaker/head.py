@@ -133,7 +133,7 @@ class Head:
         job = SubmittedJob(DASHBOARD, script, flags, reports=SCRATCH / "job-reports")
         following = job.follow(self._show)
         failure = self._watch(job)
-        following.join(timeout=max(0.0, min(10.0, self._left())))
+        following.join(timeout=max(0.0, min(2.0 if failure else 10.0, self._left())))  # the last lines
         answered, outcome = within(min(ASK_S, self._left()), job.outcome, "the job's outcome")
         if not answered:  # the job's own report, read from disk, still says how it ended
             outcome = JobOutcome("UNKNOWN", None, job.reported_reason())
