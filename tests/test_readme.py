@@ -70,3 +70,31 @@ def test_the_lerobot_main_block_runs_as_written(lerobot_main_wheel, tmp_path):
     summary = json.loads((clone / "outputs" / "act-main" / "raycluster_summary.json").read_text())
     assert summary["final_step"] == 20 and summary["checkpoints"] == [10, 20] and summary["world_size"] == 2
     assert summary["policy_wrapper"] == "DistributedDataParallel"
+
+
+def readme_command(section: str, starts: str) -> str:
+    """One command of a section's bash block, its continuation lines included."""
+    lines = readme_block(section).splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith(starts))
+    last = next(i for i in range(first, len(lines)) if not lines[i].rstrip().endswith("\\"))
+    return "\n".join(lines[first : last + 1])
+
+
+@pytest.mark.parametrize(
+    "aws, said",
+    [
+        ({}, "launch failed: no AWS credentials; run `aws configure`"),
+        (
+            {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y", "AWS_ENDPOINT_URL": "http://127.0.0.1:9"},
+            "launch failed: cannot reach AWS",
+        ),
+    ],
+)
+def test_the_readme_launch_without_credentials_or_network_ends_in_one_line(tmp_path, aws, said):
+    """The README's own `launch` as a new user first runs it: no AWS credentials, or no route to AWS."""
+    (tmp_path / ".venv").symlink_to(REPO / ".venv")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "AWS_EC2_METADATA_DISABLED": "true", **aws}
+    command = readme_command("## Run on SageMaker", ".venv/bin/raycluster launch")
+    result = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert result.stderr.strip().splitlines()[-1].startswith(f"raycluster launch: error: {said}"), result.stderr[-2000:]

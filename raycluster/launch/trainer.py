@@ -212,24 +212,24 @@ def launch(spec: LaunchSpec, wait: bool = False) -> dict:
     with tempfile.TemporaryDirectory(prefix="raycluster-source-") as tmp:
         source = stage_source(spec, Path(tmp) / "source")
         token = (source / AUTH_TOKEN_FILE).read_text()
-        session = _session(spec, offline=False)
-        trainer = build_trainer(spec, source, session)
-        events = session.boto_session.events
-        events.register(
-            "provide-client-params.sagemaker.CreateTrainingJob", lambda params, **_: captured.update(params)
-        )
-        created = []
+        created, session = [], None
 
         def job_created(http_response, **_):
             if http_response.status_code < 300:  # botocore runs after-call before it raises a refusal
                 created.append(True)
                 keep_token(captured["TrainingJobName"], token)  # for `raycluster dashboard`: now, not at its end
 
-        events.register("after-call.sagemaker.CreateTrainingJob", job_created)
-        try:
+        try:  # every AWS call, the SDK's role validation in ModelTrainer's constructor included
+            session = _session(spec, offline=False)
+            trainer = build_trainer(spec, source, session)
+            events = session.boto_session.events
+            events.register(
+                "provide-client-params.sagemaker.CreateTrainingJob", lambda params, **_: captured.update(params)
+            )
+            events.register("after-call.sagemaker.CreateTrainingJob", job_created)
             trainer.train(input_data_config=[dataset_channel(spec)] if spec.dataset_s3 else None, wait=wait, logs=wait)
         except Exception as exc:
-            if not created:
+            if not created and session is not None:
                 _remove_uploads(session)
             raise AwsError(f"launch failed: {one_line(exc)}") from None
     log.info("submitted training job %s", captured.get("TrainingJobName"))
