@@ -11,12 +11,12 @@ import pytest
 from conftest import REPO
 
 
-def readme_block(section: str) -> str:
-    """The first ```bash block after the heading ``section``."""
+def readme_block(section: str, language: str = "bash") -> str:
+    """The first ```bash (or ``language``) block after the line that starts with ``section`` (a heading, say)."""
     text = (REPO / "README.md").read_text()
-    start = text.index(f"\n{section}\n")
-    match = re.search(r"```bash\n(.*?)```", text[start:], re.S)
-    assert match, f"no bash block under {section}"
+    start = text.index(f"\n{section}")
+    match = re.search(rf"```{language}\n(.*?)```", text[start:], re.S)
+    assert match, f"no {language} block under {section}"
     return match.group(1)
 
 
@@ -98,3 +98,36 @@ def test_the_readme_launch_without_credentials_or_network_ends_in_one_line(tmp_p
     result = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
     assert result.stderr.strip().splitlines()[-1].startswith(f"raycluster launch: error: {said}"), result.stderr[-2000:]
+
+
+def test_the_model_trainer_snippet_runs_as_written_up_to_the_aws_call(tmp_path):
+    """`launch --stage-only` as written, then the snippet itself: ModelTrainer validates the staged source dir
+    and takes the hyperparameters; only `train()`, which needs AWS, is left out."""
+    (tmp_path / ".venv").symlink_to(REPO / ".venv")
+    section = "Your own `ModelTrainer`"
+    staged = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", readme_block(section)],
+        cwd=tmp_path,
+        text=True,
+        capture_output=True,
+        timeout=300,
+    )
+    assert staged.returncode == 0, staged.stderr[-3000:]
+    source = tmp_path / "staged_source"
+    assert {"entry", "raycluster", "jobs", "requirements.txt", "constraints.txt"} <= {p.name for p in source.iterdir()}
+    assert (source / ".raycluster" / "auth_token").read_text().strip()
+    assert "-c constraints.txt" in (source / "requirements.txt").read_text()
+    snippet = readme_block(section, "python").replace("trainer.train()", "print(json.dumps(trainer.hyperparameters))")
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "SAGEMAKER_VALIDATE_ROLE": "false",
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+    made = subprocess.run(
+        [".venv/bin/python", "-c", snippet], cwd=tmp_path, env=env, text=True, capture_output=True, timeout=300
+    )
+    assert made.returncode == 0, made.stderr[-3000:]
+    given = json.loads(made.stdout.strip().splitlines()[-1])
+    assert given == {"policy__type": "act", "dataset__repo_id": "me/my_dataset", "steps": "100000"}, given

@@ -12,6 +12,7 @@ from pathlib import Path
 from draccus.wrappers.docstring import get_attribute_docstring
 
 from raycluster.errors import UsageError
+from raycluster.layout import AUTH_TOKEN_FILE
 
 
 def register(verbs) -> None:
@@ -35,6 +36,13 @@ def register(verbs) -> None:
         action="store_true",
         help="print the CreateTrainingJob request as JSON (and, on stderr, the code channel's files); "
         "no network, no credentials, nothing uploaded",
+    )
+    parser.add_argument(
+        "--stage-only",
+        metavar="DIR",
+        type=Path,
+        help="for your own ModelTrainer: make the source dir DIR (code, requirements.txt, constraints.txt, the "
+        "job's Ray auth token) and print the hyperparameters as JSON; nothing else happens",
     )
     parser.add_argument("--wait", action="store_true", help="follow the job until it ends; exit with its outcome")
     parser.set_defaults(run=run, flags=[])
@@ -80,7 +88,7 @@ def given_options(args: argparse.Namespace, spec: type) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        from raycluster.launch.trainer import launch, stage
+        from raycluster.launch.trainer import launch, stage, stage_source
     except ImportError as exc:
         raise UsageError(f"the launcher needs the SageMaker SDK: pip install 'raycluster[launch]' ({exc})") from None
     from raycluster.launch.spec import LaunchSpec
@@ -98,6 +106,14 @@ def run(args: argparse.Namespace) -> int:
                 + "\n  (and the job's Ray auth token, .raycluster/auth_token)",
                 file=sys.stderr,
             )
+        return 0
+    if args.stage_only:
+        if args.stage_only.exists():
+            raise UsageError(f"--stage-only {args.stage_only}: already exists; name a new directory")
+        spec.check()
+        stage_source(spec, args.stage_only)
+        json.dump(spec.hyperparameters, sys.stdout, indent=2)
+        print(f"\nstaged {args.stage_only} (with the job's Ray auth token, {AUTH_TOKEN_FILE})", file=sys.stderr)
         return 0
     request = launch(spec, wait=args.wait)
     job = request["TrainingJobName"]
