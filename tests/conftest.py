@@ -151,8 +151,8 @@ def sims():
     test ends, passed or failed, with its hosts' namespaces: one failure stays one failure."""
     started: list[Sim] = []
 
-    def start(workdir: Path, *args: str) -> Sim:
-        started.append(start_sim(workdir, *args))
+    def start(workdir: Path, *args: str, cwd: Path = REPO) -> Sim:
+        started.append(start_sim(workdir, *args, cwd=cwd))
         return started[-1]
 
     yield start

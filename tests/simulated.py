@@ -69,14 +69,14 @@ def kill(pid: int) -> None:
         pass
 
 
-def start_sim(workdir: Path, *args: str) -> Sim:
+def start_sim(workdir: Path, *args: str, cwd: Path = REPO) -> Sim:
     workdir.mkdir(parents=True, exist_ok=True)
     # Into a file, not a pipe: a pipe nobody reads until the end fills up (pip alone prints hundreds of
     # lines) and would stall every host's output, and so the hosts.
     with (workdir / "sim_output.txt").open("w") as output:
         process = subprocess.Popen(
             [sys.executable, "-m", "raycluster", "sim", f"--workdir={workdir}", *args],
-            cwd=REPO,
+            cwd=cwd,
             stdout=output,
             stderr=subprocess.STDOUT,
             text=True,

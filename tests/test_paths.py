@@ -47,6 +47,10 @@ def test_a_relative_place_to_write_inside_rays_working_dir_copy_is_refused(tmp_p
     with pytest.raises(UsageError, match="--cluster.checkpoint_dir=ck is relative"):
         absolute_paths(ClusterConfig(checkpoint_dir="ck"), [], copy)
     # Inputs inside the copy are fine: they are there for as long as the job runs.
+    (copy / "d").mkdir(parents=True)
     assert absolute_paths(ClusterConfig(), ["--dataset.root=d"], copy)[1] == [f"--dataset.root={copy}/d"]
+    # One Ray did not upload (git-ignored, as data/ is) is named, with the fix.
+    with pytest.raises(UsageError, match=r"--dataset.root=data/synthetic is not in Ray's copy .*give an absolute path"):
+        absolute_paths(ClusterConfig(), ["--dataset.root=data/synthetic"], copy)
     with pytest.raises(UsageError, match="write path flags as --output_dir=PATH"):
         absolute_paths(ClusterConfig(), ["--output_dir", "x"], Path("/"))

@@ -2,7 +2,9 @@
 activated virtualenv, in a directory of their own."""
 
 import json
+import os
 import re
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -131,3 +133,29 @@ def test_the_model_trainer_snippet_runs_as_written_up_to_the_aws_call(tmp_path):
     assert made.returncode == 0, made.stderr[-3000:]
     given = json.loads(made.stdout.strip().splitlines()[-1])
     assert given == {"policy__type": "act", "dataset__repo_id": "me/my_dataset", "steps": "100000"}, given
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="simulated hosts need root (network namespaces)")
+def test_the_sim_request_form_runs_as_written(tmp_path, dataset, sims):
+    """`launch … --dry-run > request.json`, then the sim of that request, both as the README writes them."""
+    (tmp_path / ".venv").symlink_to(REPO / ".venv")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "synthetic").symlink_to(dataset.root)
+    block = readme_block("Or the very request `launch` would send.")
+    launch, sim_line = block.split("\n.venv/bin/raycluster sim ")
+    dry = subprocess.run(["bash", "-euo", "pipefail", "-c", launch], cwd=tmp_path, capture_output=True, text=True)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert json.loads((tmp_path / "request.json").read_text())["HyperParameters"]["steps"] == "20"
+    args = shlex.split(sim_line)
+    workdir = tmp_path / args[args.index("--workdir") + 1]
+    result = sims(workdir, *args, cwd=tmp_path).finish()  # as written: its own --workdir, relative to the clone
+    assert all(h["exit_code"] == 0 for h in result.values()), result
+    summary = json.loads((workdir / "algo-1" / "opt" / "ml" / "model" / "raycluster_summary.json").read_text())
+    assert summary["final_step"] == 20 and summary["world_size"] == 2
+    # The README's figures of this sim come from these lines.
+    print(
+        "\n".join(
+            re.findall(r".*(?:cluster formed|first training step).*", (workdir / "algo-1" / "log.txt").read_text())
+        )
+    )

@@ -163,6 +163,15 @@ def test_the_curves_dashboard_shows_one_loss_point_per_logged_step(act_run):
     finally:
         server.terminate()
         server.wait(timeout=30)
+    said = server.stdout.read()
+    assert "write_token" not in said and "opened in browser" not in said, said  # trackio's banner stays unsaid
+
+
+def test_curves_on_a_taken_port_say_so_in_one_line(act_run):
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        result = run_cli("curves", str(act_run), f"--port={taken.getsockname()[1]}", timeout=120)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines()[-1].endswith("pick a free port: --port N"), result.stderr[-2000:]
 
 
 def wait_for_dashboard(page, url: str, timeout: float = 60) -> None:

@@ -3,6 +3,8 @@ fetched from the job's checkpoint S3 URI; served by trackio's dashboard on this 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import os
 import sys
@@ -88,12 +90,24 @@ def serve(store: Path, port: int, refresh=None) -> None:
 
     if refresh is not None:
         threading.Thread(target=_refresh_loop, args=(refresh,), name="curves-refresh", daemon=True).start()
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # trackio's banner prints its write token
+            server, *_ = trackio.show(
+                project=PROJECT, host="127.0.0.1", server_port=port, open_browser=False, block_thread=False
+            )
+    except OSError as exc:
+        raise UsageError(f"cannot serve the curves on 127.0.0.1:{port} ({exc}); pick a free port: --port N") from None
     print(
         f"curves of {store}: trackio dashboard at http://127.0.0.1:{port}/?project={PROJECT} (Ctrl-C ends it); "
         f"from another machine: ssh -L {port}:127.0.0.1:{port} <this host>",
         flush=True,
     )
-    trackio.show(project=PROJECT, host="127.0.0.1", server_port=port, open_browser=False, block_thread=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
 
 
 def _refresh_loop(refresh) -> None:

@@ -4,7 +4,7 @@ Ray Train runs each worker in a directory of its own inside Ray's session direct
 ``--dataset.root`` or ``--output_dir`` would name something else there (a dataset LeRobot then tries to
 download, checkpoints in Ray's temporary files). The driver makes them absolute first. A job submitted
 with ``--working-dir`` runs in Ray's temporary copy of that directory: a relative place to *write* would
-vanish with the copy, so it is refused.
+vanish with the copy, and a relative input that Ray did not copy (git-ignored) is not there: both refused.
 """
 
 from __future__ import annotations
@@ -35,6 +35,11 @@ def _absolute(flag: str, value: str, cwd: Path, writes: bool) -> str:
         raise UsageError(
             f"{flag}={value} is relative, and this job runs in Ray's temporary copy of its --working-dir "
             f"({cwd}), which is deleted afterwards: give an absolute path"
+        )
+    if not writes and in_ray_working_dir_copy(cwd) and not (cwd / value).exists():
+        raise UsageError(
+            f"{flag}={value} is not in Ray's copy of the --working-dir ({cwd}): Ray uploads neither what "
+            ".gitignore names (data/ and outputs/ here) nor files over its size limit; give an absolute path"
         )
     return str((cwd / value).resolve())
 
