@@ -412,3 +412,19 @@ def test_remote_debugging_is_on_unless_the_job_wants_no_shell_on_its_hosts(aws):
     assert on.returncode == off.returncode == 0, on.stderr[-2000:] + off.stderr[-2000:]
     assert json.loads(on.stdout)["RemoteDebugConfig"] == {"EnableRemoteDebug": True}
     assert json.loads(off.stdout).get("RemoteDebugConfig", {}).get("EnableRemoteDebug") is not True
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["raycluster-2026..."], "'raycluster-2026...' is not a training job's name"),
+        (["raycluster-20261201-1", "--connect"], "no AWS region: pass --region"),
+    ],
+)
+def test_dashboard_refuses_a_placeholder_name_or_a_connect_without_region_in_one_line(args, said, tmp_path):
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    result = subprocess.run(
+        [sys.executable, "-m", "raycluster", "dashboard", *args], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith(f"raycluster dashboard: error: {said}"), result.stderr

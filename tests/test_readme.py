@@ -5,6 +5,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -159,3 +160,26 @@ def test_the_sim_request_form_runs_as_written(tmp_path, dataset, sims):
             re.findall(r".*(?:cluster formed|first training step).*", (workdir / "algo-1" / "log.txt").read_text())
         )
     )
+
+
+@pytest.mark.slow
+def test_the_train_sections_ray_job_submit_form_runs_as_written(tmp_path, dataset):
+    """On `up`'s cluster, from a checkout whose data/ Ray does not upload (git-ignored)."""
+    clone = tmp_path / "clone"
+    for part in ("entry", "raycluster", "jobs"):
+        shutil.copytree(REPO / part, clone / part, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(REPO / ".gitignore", clone / ".gitignore")
+    (clone / ".venv").symlink_to(REPO / ".venv")
+    (clone / "data").mkdir()
+    (clone / "data" / "synthetic").symlink_to(dataset.root)
+    block = readme_block("The same training as a Ray job script, on a running cluster")
+    try:
+        result = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", block], cwd=clone, capture_output=True, text=True, timeout=900
+        )
+    finally:  # `down` is the block's last line: a failure before it still stops the head
+        subprocess.run([".venv/bin/raycluster", "down"], cwd=clone, capture_output=True, timeout=120)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    summary = json.loads((clone / "outputs" / "act-job" / "raycluster_summary.json").read_text())
+    assert summary["final_step"] == 60 and summary["checkpoints"] == [30, 60] and summary["world_size"] == 2
+    assert summary["loss_last"] < summary["loss_first"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import sys
 from pathlib import Path
 
 from raycluster.local_cluster import DEFAULT_STATE_DIR
@@ -28,9 +29,11 @@ def run_up(args: argparse.Namespace) -> int:
     print(f"Ray head up (pid {cluster.pid})")
     print(f"  dashboard:  {cluster.dashboard_url}  (sign in with the token in {cluster.token_path})")
     print(f"  token:      {cluster.token_path}")
+    ray = shlex.quote(str(Path(sys.executable).with_name("ray")))  # this environment's, activated or not
     print(
-        f"  submit:     {env} ray job submit --address {cluster.dashboard_url} --working-dir . -- "
-        "python jobs/train_lerobot.py --cluster.num_workers=2 <lerobot flags>"
+        f"  submit:     {env} {ray} job submit --address {cluster.dashboard_url} --working-dir . -- "
+        "python jobs/train_lerobot.py --cluster.num_workers=2 --output_dir=$PWD/outputs/<run> <lerobot flags, "
+        "absolute paths>"
     )
     print(
         "  stop:       raycluster down"

@@ -76,7 +76,8 @@ def describe_series(store: Path) -> list[str]:
         if losses:
             lines.append(
                 f"run {run}: loss at {len(losses)} logged steps, step {losses[0][0]} -> {losses[-1][0]}, "
-                f"loss {losses[0][1]:.4f} -> {losses[-1][1]:.4f}"
+                f"loss {losses[0][1]:.4f} -> {losses[-1][1]:.4f} "
+                "(at those two logged steps; the run's own summary averages steps at each end)"
             )
         else:
             lines.append(f"run {run}: no step logged yet")

@@ -37,6 +37,7 @@ from raycluster.training.lerobot_api import (
 )
 from raycluster.training.lerobot_lines import installed_line
 from raycluster.training.paths import absolute_paths
+from raycluster.training.recorder import LOSS_WINDOW
 from raycluster.training.summary import Measured, RunSummary
 from raycluster.training.worker import WorkerConfig, WorkerResult, train_loop_per_worker
 
@@ -214,11 +215,13 @@ def report(summary: RunSummary, cluster: ClusterConfig, result: WorkerResult, st
         if cluster.model_dir:
             shutil.copy2(summary.curves, Path(cluster.model_dir) / Path(summary.curves).name)
     log.info(
-        "done: step %s/%s, loss %.4f -> %.4f, %.1f samples/s, checkpoints %s, %.1fs; summary at %s",
+        "done: step %s/%s, loss %.4f -> %.4f (mean of the first and last %d steps), %.1f samples/s, "
+        "checkpoints %s, %.1fs; summary at %s",
         summary.final_step,
         summary.steps,
         summary.loss_first or float("nan"),
         summary.loss_last or float("nan"),
+        LOSS_WINDOW,
         summary.samples_per_s or 0.0,
         summary.checkpoints,
         summary.wall_s,
