@@ -1,14 +1,20 @@
 """A person's view: the dashboard in a real headless browser (Debian's chromium driven by Playwright),
-signed in with the cluster's token, shows the training job in the Jobs list."""
+signed in with the cluster's token, shows the training job in the Jobs list; the dashboard's Train API shows
+its attempts, the failed one naming the worker that died."""
 
+import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
+import urllib.request
 
 import pytest
 
 from conftest import REPO, TINY_ACT, dataset_flags, run_cli
+from raycluster.checkpoints.manifest import MANIFEST
 
 # `make test` installs Debian's chromium (Playwright's own browser download cannot work offline).
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -22,11 +28,15 @@ def test_dashboard_shows_the_training_job_after_signing_in_with_the_token(datase
     assert run_cli("up", "--num-cpus=2", f"--state-dir={state}", timeout=120).returncode == 0
     try:
         token = (state / "auth_token").read_text()
+        checkpoints = tmp_path / "ckpt"
         flags = [
-            "--cluster.num_workers=1",
+            "--cluster.num_workers=2",
+            "--cluster.max_failures=1",
+            f"--cluster.checkpoint_dir={checkpoints}",
             *dataset_flags(dataset),
             *TINY_ACT,
-            "--steps=2",
+            "--steps=40",  # long enough that the kill lands mid-run
+            "--save_freq=5",
             "--batch_size=2",
             "--num_workers=0",
             f"--output_dir={tmp_path}/out",
@@ -68,5 +78,35 @@ def test_dashboard_shows_the_training_job_after_signing_in_with_the_token(datase
             page.screenshot(path=str(tmp_path / "jobs.png"))
             browser.close()
         assert job == "act-in-the-browser"
+        # A worker dies after the first checkpoint: the Train API (on by default for every run) has both attempts.
+        wait_for(lambda: (checkpoints / "checkpoints" / "000005" / MANIFEST).exists(), 300)
+        killed = train_worker_pids()[-1]
+        os.kill(killed, signal.SIGKILL)
+        wait_for(lambda: len(train_attempts(token)) == 2 and train_attempts(token)[1]["status"] == "RUNNING", 300)
+        first, second = train_attempts(token)
+        assert first["status"] == "ERRORED" and f"pid: {killed}" in first["status_detail"], first["status_detail"]
+        assert [w["status"] for w in first["workers"]] == ["DEAD", "DEAD"] and len(second["workers"]) == 2
+        assert all(w["node_ip"] and w["log_file_path"] for w in first["workers"])  # on which host; its log
     finally:
         run_cli("down", f"--state-dir={state}")
+
+
+def train_worker_pids() -> list[int]:
+    listed = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout.splitlines()
+    return [int(line.split()[0]) for line in listed if "ray::RayTrainWorker" in line]
+
+
+def train_attempts(token: str) -> list[dict]:
+    """What the dashboard's Train API says of this cluster's one run (Ray 2.60's UI has no Train page yet)."""
+    asked = urllib.request.Request(
+        "http://127.0.0.1:8265/api/train/v2/runs/v1", headers={"Authorization": f"Bearer {token}"}
+    )
+    runs = json.loads(urllib.request.urlopen(asked, timeout=30).read())["train_runs"]
+    return runs[0]["attempts"] if runs else []
+
+
+def wait_for(predicate, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(1)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import shutil
 import tempfile
 import threading
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import ray
 from ray.train import ControllerError, FailureConfig, RunConfig, ScalingConfig, WorkerGroupError
+from ray.train.constants import RAY_TRAIN_ENABLE_STATE_TRACKING as STATE_TRACKING
 from ray.train.torch import TorchTrainer
 
 from raycluster.checkpoints.keeper import keeper_on_this_node
@@ -129,16 +131,10 @@ def make_trainer(cluster: ClusterConfig, cfg, args: list[str], journal, staging:
         model_keeper = keeper_on_this_node(cluster.model_dir, local_name_root=True, staging_dir=staging)
     if cluster.checkpoint_dir:
         checkpoint_keeper = keeper_on_this_node(cluster.checkpoint_dir, cluster.keep_checkpoints, staging_dir=staging)
-    worker = WorkerConfig(
-        args,
-        cluster.use_gpu,
-        cluster.mixed_precision,
-        journal,
-        checkpoint_keeper,
-        model_keeper,
-        curves,
-        cluster.sharding,
-    )
+    keepers = (checkpoint_keeper, model_keeper)
+    worker = WorkerConfig(args, cluster.use_gpu, cluster.mixed_precision, journal, *keepers, curves, cluster.sharding)
+    # The dashboard's Train view (runs, attempts, workers) is filled only when this is on; a user's own value wins.
+    os.environ.setdefault(STATE_TRACKING, "1")
     return TorchTrainer(
         train_loop_per_worker,
         train_loop_config=vars(worker),
