@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 
 from raycluster.cluster_config import split_cluster_args
 from raycluster.errors import UsageError
@@ -47,12 +46,10 @@ def read_job(environ) -> tuple[Topology, EntrySettings, list[str]]:
     return topology, settings, flags
 
 
-def main() -> int:
+def main(stop: StopClock) -> int:
+    """``stop``: set on SIGTERM (the caller installs the handler as its first act)."""
     base = sagemaker_base(os.environ)
-    stop = StopClock()
     reaper = OrphanReaper()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
     try:
         topology, settings, flags = read_job(os.environ)
         # Before any Ray node starts: the nodes, the job's driver and its workers inherit PYTHONPATH.

@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 
 DASHBOARD = f"http://127.0.0.1:{DASHBOARD_PORT}"
 ASK_S = 5.0
+GONE_AFTER_S = 5.0
+"""A worker host that asked for the outcome before and has not for this long has left."""
 """The longest one Jobs API call may take (Ray's own calls have no timeout)."""
 # After SIGTERM, counted back from SageMaker's SIGKILL: the head's own node stop, and the exit after it.
 EXIT_S = 5.0
@@ -220,7 +222,15 @@ class Head:
 
     def _release_workers(self, outcome: OutcomeServer, code: int, reason: str | None) -> None:
         """Tell the workers the job is over (and, after a SIGTERM, how it ended) and give them a moment to
-        leave before the head's node goes away."""
+        leave before the head's node goes away: until every worker host has read the outcome (or, having
+        asked before, has gone silent: it is gone) and every other node has left."""
         outcome.publish({"code": code, "reason": reason})
         head_ip = self.ips[self.topology.current_host]
-        wait_for(lambda: self._alive() <= {head_ip}, min(20.0, self.stop.left() - NODE_STOP_S))
+        workers = set(self.ips.values()) - {head_ip}
+
+        def released() -> bool:
+            now = time.monotonic()
+            waiting = {ip for ip in workers - outcome.told if now - outcome.polled.get(ip, now) < GONE_AFTER_S}
+            return not waiting and self._alive() <= {head_ip}
+
+        wait_for(released, min(20.0, self.stop.left() - NODE_STOP_S))

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import threading
+import time
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -42,9 +43,15 @@ class OutcomeServer:
 
     def __init__(self, ip: str, port: int = OUTCOME_PORT):
         token, outcome = job_token(), {}
+        self.polled: dict[str, float] = {}
+        """When each worker host last asked (monotonic), by its address."""
+        self.told: set[str] = set()
+        """The worker hosts that have read the published outcome."""
+        polled, told = self.polled, self.told
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+                polled[self.client_address[0]] = time.monotonic()
                 given = self.headers.get("Authorization", "")
                 if token is not None and not hmac.compare_digest(given, f"Bearer {token}"):
                     self.send_response(401)
@@ -54,6 +61,7 @@ class OutcomeServer:
                     self.send_response(404 if self.path != PATH else 204)
                     self.end_headers()
                     return
+                told.add(self.client_address[0])
                 body = json.dumps(outcome).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")

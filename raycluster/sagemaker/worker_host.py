@@ -43,7 +43,8 @@ class WorkerHost:
                 outcome = self._outcome()
                 if outcome is not None:
                     log.info("the head says the job ended (code %s); leaving", outcome["code"])
-                    if self.stop.is_set():
+                    # A job stopped by SIGTERM is stopped on this host too, even if its own SIGTERM was lost.
+                    if self.stop.is_set() or outcome["code"] == Stopped.exit_code:
                         raise Stopped(outcome.get("reason") or SIGTERM_REASON)
                     return 0
                 time.sleep(1)
