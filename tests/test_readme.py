@@ -48,7 +48,10 @@ def test_the_train_section_runs_as_written_and_checkpoints_land_where_it_says(tm
 @pytest.mark.slow
 def test_the_interactive_section_runs_as_written():
     """`up`, the user's own job submitted with the token, `down`, the probe: from this checkout, as a user would."""
-    result = run_readme_block("## Interactive clusters, your own jobs, the dashboard", REPO)
+    try:
+        result = run_readme_block("## Interactive clusters, your own jobs, the dashboard", REPO)
+    finally:  # the block's own `down` does not run when a line before it fails
+        subprocess.run([".venv/bin/raycluster", "down"], cwd=REPO, capture_output=True, timeout=120)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
     assert "task ran on" in output and "succeeded" in output.lower()
