@@ -3,6 +3,7 @@ stay up for interactive use if asked, then tell the worker hosts how it ended.""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -27,9 +28,9 @@ log = logging.getLogger(__name__)
 
 DASHBOARD = f"http://127.0.0.1:{DASHBOARD_PORT}"
 ASK_S = 5.0
+"""The longest one Jobs API call may take (Ray's own calls have no timeout)."""
 GONE_AFTER_S = 5.0
 """A worker host that asked for the outcome before and has not for this long has left."""
-"""The longest one Jobs API call may take (Ray's own calls have no timeout)."""
 # After SIGTERM, counted back from SageMaker's SIGKILL: the head's own node stop, and the exit after it.
 EXIT_S = 5.0
 NODE_STOP_S = 20.0 + EXIT_S
@@ -182,7 +183,8 @@ class Head:
             return
         for pid in job.driver_pids():
             log.warning("the Jobs API did not answer; SIGTERM to the job's driver (pid %d) directly", pid)
-            os.kill(pid, signal.SIGTERM)
+            with contextlib.suppress(ProcessLookupError):  # it may have ended meanwhile
+                os.kill(pid, signal.SIGTERM)
 
     def _left(self) -> float:
         """Seconds the job's stop may still take: SageMaker's SIGKILL less what the workers and the nodes need."""
