@@ -5,7 +5,11 @@
    The same again on LeRobot main (``lerobot-main``), from its wheel in ``../shared/wheels``.
 2. checkpoint stall: loop samples/s of a run that checkpoints every few steps through the keeper versus
    LeRobot's own synchronous local save alone (and versus no periodic checkpoint).
-3. recovery: from SIGKILL of a training worker to the first resumed training step.
+   Both on a private cluster (``--cluster.address=local``) and on a running one (``raycluster up``, then
+   ``--cluster.address=<its GCS>``: the interactive case), with each run's phases side by side: when LeRobot
+   was set up, its first and last step, the command's end (torchrun's from the same hooks in its rank 0),
+   and raycluster's own (flags checked, cluster ready, worker group ready, ...) from its summary.
+3. recovery: from SIGKILL of a training worker to the first resumed training step, and its phases.
 4. interruption: SIGTERM to a run whose periodic saves are far away: the steps lost (the step training had
    reached vs the step a rerun resumes from) and the seconds from SIGTERM to the published checkpoint.
 """
@@ -24,6 +28,7 @@ from pathlib import Path
 
 from raycluster.dataset import SyntheticDatasetSpec, make_synthetic_dataset
 from raycluster.demo import TINY_ACT
+from raycluster.training.phases import RECOVERY, START_UP
 from raycluster.training.summary import read_summary
 
 REPO = Path(__file__).resolve().parent.parent
@@ -56,13 +61,16 @@ class Bench:
             "--seed=1",
         ]
         self.rows: list[tuple[str, str, float, float, str, str]] = []
+        self.phases: dict[str, dict[str, float]] = {}
+        """Per run (torchrun, local, running): phase -> seconds since its command started."""
+        self.recovery_phases: dict[str, float] = {}
 
     def run(self, cmd: list[str]) -> tuple[float, str]:
         print(
             f"bench: {' '.join(Path(c).name if c.startswith('/') and i == 0 else c for i, c in enumerate(cmd[:5]))} ...",
             flush=True,
         )
-        started = time.perf_counter()
+        started, self.started_at = time.perf_counter(), time.time()
         result = subprocess.run(cmd, capture_output=True, text=True, env=self.env, cwd=REPO)
         if result.returncode != 0:
             sys.exit(f"benchmark command failed ({result.returncode}): {' '.join(cmd)}\n{result.stderr[-3000:]}")
@@ -99,8 +107,11 @@ class Bench:
                 f"--output_dir={self.work / part / 'plain'}",
             ]
         )
-        plain = json.loads(out.split("BENCH ", 1)[1].splitlines()[0])
+        plain = json.loads(out.split("BENCH ", 1)[1].splitlines()[0]) | {"started": self.started_at}
         ours = self.raycluster(f"{part}/ray")
+        if part == "training":
+            self.phases["torchrun"] = {k: v - plain["started"] for k, v in plain["at"].items()} | {"exited": wall}
+            self.phases["raycluster local"] = ours["phases"] | {"exited": ours["wall"]}
         self.rows += [
             (
                 part,
@@ -112,6 +123,23 @@ class Bench:
             ),
             (part, "end-to-end wall s", wall, ours["wall"], f"{ours['wall'] - wall:+.1f} s", "<= +10 s"),
         ]
+        if part == "training":
+            self.running(wall)
+
+    def running(self, plain_wall: float) -> None:
+        """The interactive case: the same run on a cluster that is already up (``raycluster up``)."""
+        state, cli, saved = self.work / "up", [sys.executable, "-m", "raycluster"], self.env
+        self.run([*cli, "up", f"--state-dir={state}"])
+        try:
+            cluster = json.loads((state / "cluster.json").read_text())
+            self.env = {**saved, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": cluster["token_path"]}
+            ours = self.raycluster("running/ray", f"--cluster.address={cluster['address']}")
+        finally:
+            self.env = saved
+            self.run([*cli, "down", f"--state-dir={state}"])
+        self.phases["raycluster running"] = ours["phases"] | {"exited": ours["wall"]}
+        diff = f"{ours['wall'] - plain_wall:+.1f} s"
+        self.rows.append(("running", "end-to-end wall s", plain_wall, ours["wall"], diff, "<= +5 s"))
 
     def lerobot_main(self) -> None:
         """The training rows again on LeRobot main (its wheel over this environment, as the tests run it):
@@ -173,6 +201,7 @@ class Bench:
             f"--output_dir={self.work / 'rec'}",
         )
         print(f"bench: recovery, rank 1 killed after the first checkpoint ({RECOVERY_STEPS} steps) ...", flush=True)
+        started = time.time()
         proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self.env, cwd=REPO
         )
@@ -183,13 +212,16 @@ class Bench:
                 pids[int(m.group(1))] = int(m.group(2))
             if killed is None and manifest.exists() and 1 in pids:
                 os.kill(pids[1], signal.SIGKILL)
-                killed = time.perf_counter()
+                killed, killed_at = time.perf_counter(), time.time() - started
             elif killed is not None and re.search(r"step:\d+ ", line) and "resuming" not in line:
                 if resumed is None and time.perf_counter() - killed > 0.5:
                     resumed = time.perf_counter()
         proc.wait()
         seconds = (resumed - killed) if killed and resumed else float("nan")
-        self.rows.append(("recovery", "kill -> first resumed step s", float("nan"), seconds, "", "< 20 s"))
+        self.rows.append(("recovery", "kill -> first resumed step s", float("nan"), seconds, "", "<= 10 s"))
+        recoveries = read_summary(self.work / "rec")["recoveries"] if killed else []
+        if recoveries:  # each phase's end, in seconds after the SIGKILL
+            self.recovery_phases = {"SIGKILL": 0.0} | {k: recoveries[0][k] - killed_at for k in RECOVERY}
 
     def interruption(self) -> None:
         root = self.work / "int-root" / "checkpoints"
@@ -240,6 +272,16 @@ class Bench:
         for part, metric, base, mine, rel, goal in self.rows:
             base_text = "" if base != base else f"{base:.2f}"
             print(f"{part:<14}{metric:<34}{base_text:>10}{mine:>12.2f}{rel:>14}  {goal}")
+        if self.phases:
+            print("\nphases, s since the command started (each run's own clock)")
+            print(f"{'phase':<28}" + "".join(f"{run:>20}" for run in self.phases))
+            for phase in (*START_UP, "exited"):
+                cells = (self.phases[run].get(phase) for run in self.phases)
+                print(f"{phase:<28}" + "".join(f"{'' if c is None else f'{c:.1f}':>20}" for c in cells))
+        if self.recovery_phases:
+            print(
+                "\nrecovery, s after the SIGKILL: " + ", ".join(f"{k} {v:.1f}" for k, v in self.recovery_phases.items())
+            )
 
 
 def main() -> None:

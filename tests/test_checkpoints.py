@@ -21,6 +21,7 @@ from raycluster.checkpoints.keeper import CheckpointKeeper
 from raycluster.checkpoints.manifest import MANIFEST
 from raycluster.checkpoints.store import LocalStore, S3Store
 from raycluster.checkpoints.transfer import fetch_directory, send_directory
+from raycluster.training.phases import RECOVERY
 from raycluster.training.resume import resume_source
 from raycluster.training.summary import read_summary
 
@@ -313,6 +314,12 @@ def test_killed_workers_resume_from_the_last_complete_checkpoint(dataset, tmp_pa
     assert len(restarts) == 2 and 5 <= restarts[0] < restarts[1] and restarts[1] >= 15, events
     assert [step for event, step in events if event == "event/resume"] == restarts, events
     assert 30 in {step for event, step in events if event == "event/checkpoint"}, events
+    # Each recovery's phases, from the failure Ray Train's controller saw to the first resumed step.
+    recoveries = summary["recoveries"]
+    assert [list(r) for r in recoveries] == [[*RECOVERY, "seconds"]] * 2, recoveries
+    for recovery in recoveries:
+        assert [recovery[name] for name in RECOVERY] == sorted(recovery[name] for name in RECOVERY), recoveries
+        assert 0 < recovery["seconds"] < 120 and recovery["failure_seen"] > summary["phases"]["first_step"]
 
 
 @pytest.mark.slow

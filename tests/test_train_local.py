@@ -14,6 +14,7 @@ from PIL import Image
 
 from conftest import COMMON, TINY_ACT, dataset_flags, logged_losses, recorded_rows, run_cli
 from raycluster.demo import TINY_DIFFUSION
+from raycluster.training.phases import START_UP
 from raycluster.training.summary import read_summary
 from test_dashboard_browser import CHROMIUM
 
@@ -59,6 +60,17 @@ def test_two_workers_train_act_to_the_asked_step_and_the_loss_falls(act_run):
     for step in ("000010", "000020"):
         assert (act_run / "checkpoints" / step / "pretrained_model" / "model.safetensors").is_file()
         assert (act_run / "checkpoints" / step / "training_state" / "training_step.json").is_file()
+
+
+def test_the_summary_and_the_curves_say_where_the_time_went(act_run):
+    summary = read_summary(act_run)
+    phases = summary["phases"]
+    assert list(phases) == list(START_UP), phases
+    assert list(phases.values()) == sorted(phases.values()) and phases["flags_checked"] > 0, phases
+    assert phases["summary_written"] == summary["wall_s"] and summary["recoveries"] == []
+    marked = {k: v for row in recorded_rows(act_run)["run"] for k, v in row.items() if k.startswith("phase/")}
+    assert {f"phase/{name}" for name in START_UP[:-2]} <= set(marked), marked
+    assert marked["phase/first_step"] == phases["first_step"]
 
 
 def test_resume_continues_from_the_checkpoint(dataset, act_run, tmp_path):

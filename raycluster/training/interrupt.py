@@ -119,3 +119,25 @@ class StopAgreement(LoopHooks):
 
     def close(self) -> None:
         self._done.set()
+
+
+def fit_listening(trainer, stop: StopRequest):
+    """``trainer.fit()`` in a thread of its own, while this (main) thread takes the signals: from the main
+    thread, Ray Train would make Ctrl-C abort the run without a save."""
+    stop.listen()
+    outcome: dict = {}
+
+    def fit() -> None:
+        try:
+            outcome["result"] = trainer.fit()
+        except BaseException as exc:  # re-raised in the caller's thread
+            outcome["error"] = exc
+
+    # A daemon thread: a second Ctrl-C must not wait for it at exit.
+    fitting = threading.Thread(target=fit, name="fit", daemon=True)
+    fitting.start()
+    while fitting.is_alive():
+        fitting.join(0.5)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]

@@ -1,9 +1,11 @@
-"""A tiny Ray actor that outlives worker-group restarts: how many attempts there were, and whether the
-driver was asked to stop (every rank of every attempt reads it)."""
+"""A tiny Ray actor that outlives worker-group restarts: how many attempts there were, whether the driver
+was asked to stop (every rank of every attempt reads it), and when each phase of the run ended."""
 
 from __future__ import annotations
 
 import ray
+
+from raycluster.training.phases import Phase
 
 
 @ray.remote(num_cpus=0)
@@ -11,6 +13,7 @@ class RunJournal:
     def __init__(self) -> None:
         self._attempts = 0
         self._stop: str | None = None
+        self._phases: list[Phase] = []
 
     def attempt_started(self) -> int:
         self._attempts += 1
@@ -24,3 +27,13 @@ class RunJournal:
 
     def stop_requested(self) -> str | None:
         return self._stop
+
+    def phase(self, phase: Phase) -> None:
+        self._phases.append(phase)
+
+    def failure_seen(self, at: float) -> None:
+        """Ray Train's controller saw the current attempt fail."""
+        self._phases.append(Phase("failure_seen", at, self._attempts))
+
+    def phases(self) -> list[Phase]:
+        return list(self._phases)

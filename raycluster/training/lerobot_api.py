@@ -138,6 +138,9 @@ class LoopHooks:
     def checkpoint_saved(self, step_dir: Path) -> None:
         """LeRobot has written ``step_dir`` whole and pointed ``last`` at it (main process only)."""
 
+    def close(self) -> None:
+        """The loop has ended, returned or raised."""
+
 
 def loop_wrappers(originals: dict, hooks: Sequence[LoopHooks]) -> dict:
     """LeRobot's loop functions (``originals``, by name), each wrapped to tell ``hooks``."""
@@ -195,6 +198,8 @@ def hooked(hooks: Sequence[LoopHooks]) -> Iterator[None]:
     finally:
         for name, original in originals.items():
             setattr(owners[name], name, original)
+        for hook in hooks:
+            hook.close()
 
 
 def run_main() -> None:

@@ -27,7 +27,7 @@ from raycluster.cluster_config import ClusterConfig
 from raycluster.connect import check_capacity, ray_cluster
 from raycluster.curves.keeper import curves_for_run, finish_curves
 from raycluster.dataset import check_dataset_root
-from raycluster.training.interrupt import StopRequest, forward_to_journal
+from raycluster.training.interrupt import StopRequest, fit_listening, forward_to_journal
 from raycluster.training.journal import RunJournal
 from raycluster.training.lerobot_api import (
     LAST,
@@ -39,11 +39,17 @@ from raycluster.training.lerobot_api import (
 )
 from raycluster.training.lerobot_lines import installed_line
 from raycluster.training.paths import absolute_paths
+from raycluster.training.phases import FailureSeen, Phase, Timeline, command_started, mark_phases, say, timeline
 from raycluster.training.recorder import LOSS_WINDOW
 from raycluster.training.summary import Measured, RunSummary
 from raycluster.training.worker import WorkerConfig, WorkerResult, train_loop_per_worker
 
 log = logging.getLogger(__name__)
+
+
+CONTROLLER_POLL_S = 0.5
+POLL_INTERVAL = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"
+"""Ray Train's own setting (passed on to its controller); not exported by ``ray.train.constants``."""
 
 
 class TrainingFailed(Exception):
@@ -102,28 +108,6 @@ def prepare_lerobot_args(cluster: ClusterConfig, args: list[str], resuming: bool
     return cfg, args
 
 
-def fit_listening(trainer: TorchTrainer, stop: StopRequest):
-    """``trainer.fit()`` in a thread of its own, while this (main) thread takes the signals: from the main
-    thread, Ray Train would make Ctrl-C abort the run without a save."""
-    stop.listen()
-    outcome: dict = {}
-
-    def fit() -> None:
-        try:
-            outcome["result"] = trainer.fit()
-        except BaseException as exc:  # re-raised in the caller's thread
-            outcome["error"] = exc
-
-    # A daemon thread: a second Ctrl-C must not wait for it at exit.
-    fitting = threading.Thread(target=fit, name="fit", daemon=True)
-    fitting.start()
-    while fitting.is_alive():
-        fitting.join(0.5)
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["result"]
-
-
 def make_trainer(cluster: ClusterConfig, cfg, args: list[str], journal, staging: str, curves) -> TorchTrainer:
     """Ray Train's TorchTrainer over ``train_loop_per_worker``, with the run's keepers on this node."""
     model_keeper = checkpoint_keeper = None
@@ -135,6 +119,9 @@ def make_trainer(cluster: ClusterConfig, cfg, args: list[str], journal, staging:
     worker = WorkerConfig(args, cluster.use_gpu, cluster.mixed_precision, journal, *keepers, curves, cluster.sharding)
     # The dashboard's Train view (runs, attempts, workers) is filled only when this is on; a user's own value wins.
     os.environ.setdefault(STATE_TRACKING, "1")
+    # Ray Train's controller sees a finished or failed worker group only when it polls (every 2 s by default):
+    # up to 2 s more at the end of every run and before every recovery, for a poll that costs next to nothing.
+    os.environ.setdefault(POLL_INTERVAL, str(CONTROLLER_POLL_S))
     return TorchTrainer(
         train_loop_per_worker,
         train_loop_config=vars(worker),
@@ -146,17 +133,21 @@ def make_trainer(cluster: ClusterConfig, cfg, args: list[str], journal, staging:
         run_config=RunConfig(
             name=f"{cfg.job_name}-{Path(cfg.output_dir).resolve().name}",
             failure_config=FailureConfig(max_failures=cluster.max_failures),
+            callbacks=[FailureSeen(journal)],
         ),
     )
 
 
-def summarize(result: WorkerResult, cfg, restarts: int, wall_s: float, stopped_by: str | None, curves) -> RunSummary:
+def summarize(result: WorkerResult, cfg, restarts: int, recorded: list[Phase], stopped_by: str | None, curves):
     measured = {f.name: getattr(result, f.name) for f in fields(Measured)}
+    times = timeline(recorded, command_started())
     return RunSummary(
         **measured,
         steps=cfg.steps,
         restarts=restarts,
-        wall_s=round(wall_s, 2),
+        wall_s=times.phases["summary_written"],
+        phases=times.phases,
+        recoveries=times.recoveries,
         effective_batch_size=cfg.batch_size * result.world_size,
         output_dir=str(Path(cfg.output_dir).resolve()),
         stopped_by=stopped_by if result.interrupted_at is not None else None,
@@ -168,10 +159,10 @@ def run_training(cluster: ClusterConfig, lerobot_args: list[str], stop: StopRequ
     """``stop``: set by the caller's signal handlers; every rank then stops after one agreed step, which
     LeRobot saves as a periodic checkpoint and the keeper publishes (raised as ``TrainingStopped``)."""
     stop = stop or StopRequest()
-    started = time.perf_counter()
     cluster, lerobot_args = absolute_paths(cluster, lerobot_args, Path.cwd())
     resuming = bool(cluster.checkpoint_dir) and has_complete_checkpoint(cluster.checkpoint_dir)
     cfg, args = prepare_lerobot_args(cluster, lerobot_args, resuming)
+    recorded = [Phase("flags_checked", time.time(), 0)]
     log.info(
         "effective batch = batch_size %d x world_size %d x grad_accum 1 = %d samples per step",
         cfg.batch_size,
@@ -180,6 +171,7 @@ def run_training(cluster: ClusterConfig, lerobot_args: list[str], stop: StopRequ
     )
     # Checkpoints are assembled beside the keepers, on this node: in a directory of this run's unless given.
     with ray_cluster(cluster.address), staging_dir(cluster.staging_dir) as staging:
+        recorded.append(Phase("cluster_ready", time.time(), 0))
         check_capacity(cluster.num_workers, cluster.use_gpu, cluster.cpus_per_worker)
         journal = RunJournal.remote()
         output_dir = Path(cfg.output_dir).resolve()
@@ -189,13 +181,16 @@ def run_training(cluster: ClusterConfig, lerobot_args: list[str], stop: StopRequ
         forward_to_journal(stop, journal, fitted)
         try:
             result: WorkerResult = fit_listening(trainer, stop).return_value
+            recorded += [Phase("training_returned", time.time(), 0), *ray.get(journal.phases.remote())]
+            mark_phases(curves, recorded)
         except Exception as exc:
             raise TrainingFailed(f"training failed: {root_cause(exc)}") from exc
         finally:
             fitted.set()
             png = finish_curves(curves)
         restarts = ray.get(journal.attempts.remote()) - 1
-    summary = summarize(result, cfg, restarts, time.perf_counter() - started, stop.name, png)
+    recorded.append(Phase("summary_written", time.time(), 0))
+    summary = summarize(result, cfg, restarts, recorded, stop.name, png)
     report(summary, cluster, result, stop)
     return summary
 
@@ -223,6 +218,7 @@ def report(summary: RunSummary, cluster: ClusterConfig, result: WorkerResult, st
         summary.wall_s,
         path,
     )
+    say(Timeline(summary.phases, summary.recoveries))
     if summary.stopped_by:
         step = result.interrupted_at
         log.info(

@@ -45,6 +45,12 @@ class RunSummary(Measured):
     stopped_by: str | None = None
     """The signal that stopped the run before ``steps`` (SIGTERM, SIGINT); ``final_step`` is where, and
     ``checkpoints`` says whether that step was saved."""
+    phases: dict[str, float] = field(default_factory=dict)
+    """When each phase of the run ended, in seconds since the command started (``phases.START_UP``):
+    cluster ready, worker group ready, LeRobot set up, first and last step, ... summary written."""
+    recoveries: list[dict[str, float]] = field(default_factory=list)
+    """One per restart: failure seen, new worker group ready, checkpoint in place, LeRobot set up, first
+    resumed step (seconds since the command started), and ``seconds`` from the failure to that step."""
     curves: str | None = None
     """The run's picture (loss and samples/s over steps), when curves were recorded; ``raycluster curves
     <output_dir>`` opens the dashboard."""

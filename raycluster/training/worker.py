@@ -18,6 +18,7 @@ from raycluster.training.curve_hooks import CurveHooks, publish_marker
 from raycluster.training.interrupt import Interrupted, StopAgreement
 from raycluster.training.lerobot_api import LoopHooks, checkpoints_dir, newest_checkpoint, parse_train_config
 from raycluster.training.lerobot_lines import Placement, installed_line
+from raycluster.training.phases import LoopPhases, Phase
 from raycluster.training.recorder import StepRecorder
 from raycluster.training.resume import Start, decide_start, final_checkpoint
 from raycluster.training.summary import Measured
@@ -110,6 +111,15 @@ def saved_checkpoints(worker: WorkerConfig, output_dir: Path, shipper: Shipper |
     return published, f"checkpoint {newest.name} was not published to the checkpoint root: {why}"
 
 
+def publish_all(worker: WorkerConfig, output_dir: Path, shipper: Shipper | None, final: bool):
+    """Rank 0's end: every checkpoint published (waited for), then the final model unless the run was
+    interrupted (it has none); the published checkpoints and why the newest is missing, if it is."""
+    published, lost = saved_checkpoints(worker, output_dir, shipper)
+    if worker.model_keeper is not None and final:
+        publish_model(worker, output_dir, published if worker.checkpoint_keeper is not None else [])
+    return published, lost
+
+
 def publish_model(worker: WorkerConfig, output_dir: Path, published: list[str]) -> None:
     final = final_checkpoint(worker.checkpoint_keeper, output_dir, published)
     if final is None:
@@ -137,6 +147,8 @@ def loop_hooks(worker: WorkerConfig, cfg, rank: int, world_size: int, device, st
     recorder = StepRecorder(cfg.batch_size * world_size, max(cfg.log_freq, 1), ray.train.report)
     agreement = StopAgreement(worker.journal, device, polls=rank == 0)
     hooks, shipper, curves = [recorder, agreement], None, worker.curves
+    if rank == 0:
+        hooks.append(LoopPhases(worker.journal, start.attempt))
     if part is not None and worker.checkpoint_keeper is not None:
         marker = publish_marker(curves) if curves is not None and rank == 0 else None
         shipper = Shipper(worker.checkpoint_keeper, marker, *part)
@@ -147,10 +159,11 @@ def loop_hooks(worker: WorkerConfig, cfg, rank: int, world_size: int, device, st
             curves.mark.remote(start.resumed_from or 0, "restart", {"attempt": float(start.attempt)})
         if rank == 0 and start.resumed_from is not None:
             curves.mark.remote(start.resumed_from, "resume")
-    return recorder, agreement, shipper, hooks
+    return recorder, shipper, hooks
 
 
 def train_loop_per_worker(config: dict) -> WorkerResult | None:
+    entered = time.time()
     worker = WorkerConfig(**config)
     context = ray.train.get_context()
     rank, world_size = context.get_world_rank(), context.get_world_size()
@@ -160,6 +173,9 @@ def train_loop_per_worker(config: dict) -> WorkerResult | None:
     line = installed_line()
     cfg = parse_train_config(worker.lerobot_args, validate=False)
     start = agree_on_start(worker, cfg, rank, context.get_local_rank(), world_size)
+    if rank == 0:  # the group was ready when this rank began; its attempt is known only now
+        worker.journal.phase.remote(Phase("worker_group_ready", entered, start.attempt))
+        worker.journal.phase.remote(Phase("start_agreed", time.time(), start.attempt, start.resumed_from or 0))
     hosts = rank_hosts(node, rank, world_size)
     args = line.worker_args(start.args, hosts, worker.sharding)
     if args != worker.lerobot_args:
@@ -167,7 +183,7 @@ def train_loop_per_worker(config: dict) -> WorkerResult | None:
     placement = Placement(rank, world_size, worker.use_gpu, worker.mixed_precision)
     device = ray.train.torch.get_device()
     part = host_part(hosts, rank) if line.saves_on_every_rank else ((0, 1) if rank == 0 else None)
-    recorder, agreement, shipper, hooks = loop_hooks(worker, cfg, rank, world_size, device, start, part)
+    recorder, shipper, hooks = loop_hooks(worker, cfg, rank, world_size, device, start, part)
     backend = dist.get_backend()  # LeRobot's train ends by destroying the process group
     started, interrupted_at = time.perf_counter(), None
     try:
@@ -178,16 +194,13 @@ def train_loop_per_worker(config: dict) -> WorkerResult | None:
         log.info("rank %d: stopped on request after step %d", rank, stop.step)
         if rank == 0 and worker.curves is not None:
             worker.curves.mark.remote(stop.step, "interrupted")
-    finally:
-        agreement.close()
     if rank != 0:
         if shipper is not None:  # this host's part of the last checkpoints: rank 0's summary waits for it
             shipper.drain()
         return None
-    output_dir = Path(cfg.output_dir)
-    published, lost = saved_checkpoints(worker, output_dir, shipper)
-    if worker.model_keeper is not None and interrupted_at is None:  # an interrupted run has no final model
-        publish_model(worker, output_dir, published if worker.checkpoint_keeper is not None else [])
+    published, lost = publish_all(worker, Path(cfg.output_dir), shipper, final=interrupted_at is None)
+    # Waited for: the driver reads the journal once this returns, and one caller's calls arrive in order.
+    ray.get(worker.journal.phase.remote(Phase("final_checkpoint_published", time.time(), start.attempt)))
     return WorkerResult(
         world_size=world_size, backend=backend, policy_wrapper=recorder.policy_class,
         mixed_precision=line.precision(cfg, placement), final_step=recorder.last_step or start.resumed_from,

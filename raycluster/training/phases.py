@@ -1,0 +1,142 @@
+"""Where a run's time goes: when each phase of its start-up, training, teardown and every recovery ended, in
+seconds since the command started.
+
+The driver, rank 0 and Ray Train's controller (a callback) each tell the run's journal when a phase of theirs
+ends, as wall-clock times (every process of a run shares the clock: one machine, or hosts kept in sync by
+NTP); the driver turns them into the summary's ``phases`` and ``recoveries`` and marks them in the curves.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+import psutil
+from ray.train import UserCallback
+
+from raycluster.training.lerobot_api import LoopHooks
+
+log = logging.getLogger(__name__)
+
+START_UP = (
+    "flags_checked",  # LeRobot's flags parsed and validated on the driver
+    "cluster_ready",  # Ray started (private cluster) or joined
+    "worker_group_ready",  # every Ray Train worker runs our loop, process group up (rank 0's first line)
+    "start_agreed",  # where to start from, agreed by every rank
+    "lerobot_set_up",  # LeRobot's dataset, policy and optimizer made, on rank 0: its first step begins
+    "first_step",
+    "last_step",
+    "final_checkpoint_published",  # the run's checkpoints published by the keeper (and its model)
+    "training_returned",  # Ray Train's fit() returned on the driver
+    "summary_written",  # Ray shut down (or left), the summary written: the command ends
+)
+RECOVERY = ("failure_seen", "worker_group_ready", "checkpoint_in_place", "lerobot_set_up", "first_resumed_step")
+"""Each restart's phases: ``failure_seen`` by Ray Train's controller, the rest by the new attempt's rank 0."""
+RUN_END = ("last_step", "final_checkpoint_published")
+"""Phases the run's last attempt decides, whichever it is."""
+IN_RECOVERY = {"first_step": "first_resumed_step", "start_agreed": "checkpoint_in_place"}
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    at: float
+    """time.time() when it ended."""
+    attempt: int
+    """The attempt it belongs to (0: the driver's own); a ``failure_seen`` belongs to the attempt that failed."""
+    step: int = 0
+    """The training step it happened at, for its mark in the curves."""
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """A run's phases, as the summary writes them."""
+
+    phases: dict[str, float]
+    """START_UP's phases, in seconds since the command started."""
+    recoveries: list[dict[str, float]] = field(default_factory=list)
+    """One per restart: RECOVERY's phases in seconds since the command started, and ``seconds`` from the
+    failure seen to the first resumed step."""
+
+
+def timeline(recorded: list[Phase], started: float) -> Timeline:
+    phases: dict[str, float] = {}
+    restarts: dict[int, dict[str, float]] = {}
+    for phase in sorted(recorded, key=lambda p: p.at):
+        seconds = round(phase.at - started, 2)
+        if phase.name == "failure_seen":
+            restarts.setdefault(phase.attempt, {}).setdefault(phase.name, seconds)
+            continue
+        if phase.name in RUN_END:
+            phases[phase.name] = seconds
+        elif phase.attempt <= 1:
+            phases.setdefault(phase.name, seconds)
+        if phase.attempt > 1:
+            restarts.setdefault(phase.attempt - 1, {}).setdefault(IN_RECOVERY.get(phase.name, phase.name), seconds)
+    recoveries = []
+    for restart in sorted(restarts):
+        times = {name: restarts[restart][name] for name in RECOVERY if name in restarts[restart]}
+        if "failure_seen" in times and "first_resumed_step" in times:
+            times["seconds"] = round(times["first_resumed_step"] - times["failure_seen"], 2)
+        recoveries.append(times)
+    return Timeline({name: phases[name] for name in START_UP if name in phases}, recoveries)
+
+
+def command_started() -> float:
+    """When this process began (time.time()): the command's start, its interpreter's imports included, as a
+    user's stopwatch (or a benchmark's) counts it."""
+    return psutil.Process().create_time()
+
+
+def mark_phases(curves, recorded: list[Phase]) -> None:
+    """Every phase so far as an event in the run's curves, at the step it happened: ``phase/<name>`` in
+    seconds since the command started, with the attempt it belongs to."""
+    if curves is None:
+        return
+    started = command_started()
+    for phase in sorted(recorded, key=lambda p: p.at):
+        metrics = {f"phase/{phase.name}": round(phase.at - started, 2), "phase/attempt": float(phase.attempt)}
+        curves.mark.remote(phase.step, "phase", metrics)
+
+
+def say(times: Timeline) -> None:
+    """One line for the run's start-up and end, one per recovery."""
+    log.info("phases (s since the command started): %s", ", ".join(f"{k} {v:.1f}" for k, v in times.phases.items()))
+    for n, recovery in enumerate(times.recoveries, 1):
+        log.info(
+            "restart %d (s since the command started): %s", n, ", ".join(f"{k} {v:.1f}" for k, v in recovery.items())
+        )
+
+
+class LoopPhases(LoopHooks):
+    """Rank 0's phases inside LeRobot's ``train``: set up (its first step begins), first and last step."""
+
+    def __init__(self, journal, attempt: int):
+        self.journal, self.attempt = journal, attempt
+        self.last: tuple[int, float] | None = None
+        self._set_up = False
+
+    def before_step(self) -> None:
+        if not self._set_up:
+            self._set_up = True
+            self.journal.phase.remote(Phase("lerobot_set_up", time.time(), self.attempt))
+
+    def after_step(self, step: int, loss: float, policy) -> None:
+        if self.last is None:
+            self.journal.phase.remote(Phase("first_step", time.time(), self.attempt, step))
+        self.last = (step, time.time())
+
+    def close(self) -> None:
+        if self.last is not None:
+            self.journal.phase.remote(Phase("last_step", self.last[1], self.attempt, self.last[0]))
+
+
+class FailureSeen(UserCallback):
+    """Ray Train's controller calls this when a worker of the group failed (its exception, or its death)."""
+
+    def __init__(self, journal):
+        self.journal = journal
+
+    def after_exception(self, run_context, worker_exceptions) -> None:
+        self.journal.failure_seen.remote(time.time())
