@@ -1,5 +1,3 @@
-import sys
+from raycluster.cli import run
 
-from raycluster.cli import main
-
-sys.exit(main())
+run()

@@ -19,6 +19,7 @@ from raycluster.cli import (
 )
 from raycluster.errors import UsageError
 from raycluster.logs import configure
+from raycluster.process_exit import exit_now
 
 # What `raycluster --help` says; the module's docstring above is for whoever edits the CLI.
 DESCRIPTION = (
@@ -64,3 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"raycluster {args.verb}: error: {exc}", file=sys.stderr)
         return 2
+
+
+def run() -> None:
+    """The ``raycluster`` command (and ``python -m raycluster``)."""
+    exit_now(main())
