@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -97,47 +98,45 @@ def command_started() -> float:
     return time.time() - age
 
 
-def mark_phases(curves, recorded: list[Phase]) -> None:
+def mark_phases(curves, recorded: list[Phase], started: float) -> None:
     """Every phase so far as an event in the run's curves, at the step it happened: ``phase/<name>`` in
     seconds since the command started, with the attempt it belongs to."""
     if curves is None:
         return
-    started = command_started()
     for phase in sorted(recorded, key=lambda p: p.at):
         metrics = {f"phase/{phase.name}": round(phase.at - started, 2), "phase/attempt": float(phase.attempt)}
         curves.mark.remote(phase.step, "phase", metrics)
 
 
-def say(times: Timeline) -> None:
+def say(phases: dict[str, float], recoveries: list[dict[str, float]]) -> None:
     """One line for the run's start-up and end, one per recovery."""
-    log.info("phases (s since the command started): %s", ", ".join(f"{k} {v:.1f}" for k, v in times.phases.items()))
-    for n, recovery in enumerate(times.recoveries, 1):
+    log.info("phases (s since the command started): %s", ", ".join(f"{k} {v:.1f}" for k, v in phases.items()))
+    for n, recovery in enumerate(recoveries, 1):
         log.info(
             "restart %d (s since the command started): %s", n, ", ".join(f"{k} {v:.1f}" for k, v in recovery.items())
         )
 
 
 class LoopPhases(LoopHooks):
-    """Rank 0's phases inside LeRobot's ``train``: set up (its first step begins), first and last step."""
+    """The phases inside LeRobot's ``train`` (set up: its first step begins; first and last step), each
+    passed to ``tell``: rank 0 tells the run's journal; the benchmark's plain torchrun run keeps them."""
 
-    def __init__(self, journal, attempt: int):
-        self.journal, self.attempt = journal, attempt
-        self.last: tuple[int, float] | None = None
-        self._set_up = False
+    def __init__(self, tell: Callable[[Phase], object], attempt: int):
+        self.tell, self.attempt = tell, attempt
+        self.last: Phase | None = None
 
     def before_step(self) -> None:
-        if not self._set_up:
-            self._set_up = True
-            self.journal.phase.remote(Phase("lerobot_set_up", time.time(), self.attempt))
+        if self.last is None:
+            self.tell(Phase("lerobot_set_up", time.time(), self.attempt))
 
     def after_step(self, step: int, loss: float, policy) -> None:
         if self.last is None:
-            self.journal.phase.remote(Phase("first_step", time.time(), self.attempt, step))
-        self.last = (step, time.time())
+            self.tell(Phase("first_step", time.time(), self.attempt, step))
+        self.last = Phase("last_step", time.time(), self.attempt, step)
 
     def close(self) -> None:
         if self.last is not None:
-            self.journal.phase.remote(Phase("last_step", self.last[1], self.attempt, self.last[0]))
+            self.tell(self.last)
 
 
 class FailureSeen(UserCallback):

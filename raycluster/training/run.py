@@ -138,9 +138,8 @@ def make_trainer(cluster: ClusterConfig, cfg, args: list[str], journal, staging:
     )
 
 
-def summarize(result: WorkerResult, cfg, restarts: int, recorded: list[Phase], stopped_by: str | None, curves):
+def summarize(result: WorkerResult, cfg, restarts: int, times: Timeline, stopped_by: str | None, curves) -> RunSummary:
     measured = {f.name: getattr(result, f.name) for f in fields(Measured)}
-    times = timeline(recorded, command_started())
     return RunSummary(
         **measured,
         steps=cfg.steps,
@@ -159,6 +158,7 @@ def run_training(cluster: ClusterConfig, lerobot_args: list[str], stop: StopRequ
     """``stop``: set by the caller's signal handlers; every rank then stops after one agreed step, which
     LeRobot saves as a periodic checkpoint and the keeper publishes (raised as ``TrainingStopped``)."""
     stop = stop or StopRequest()
+    started = command_started()
     cluster, lerobot_args = absolute_paths(cluster, lerobot_args, Path.cwd())
     resuming = bool(cluster.checkpoint_dir) and has_complete_checkpoint(cluster.checkpoint_dir)
     cfg, args = prepare_lerobot_args(cluster, lerobot_args, resuming)
@@ -182,7 +182,7 @@ def run_training(cluster: ClusterConfig, lerobot_args: list[str], stop: StopRequ
         try:
             result: WorkerResult = fit_listening(trainer, stop).return_value
             recorded += [Phase("training_returned", time.time(), 0), *ray.get(journal.phases.remote())]
-            mark_phases(curves, recorded)
+            mark_phases(curves, recorded, started)
         except Exception as exc:
             raise TrainingFailed(f"training failed: {root_cause(exc)}") from exc
         finally:
@@ -190,7 +190,7 @@ def run_training(cluster: ClusterConfig, lerobot_args: list[str], stop: StopRequ
             png = finish_curves(curves)
         restarts = ray.get(journal.attempts.remote()) - 1
     recorded.append(Phase("summary_written", time.time(), 0))
-    summary = summarize(result, cfg, restarts, recorded, stop.name, png)
+    summary = summarize(result, cfg, restarts, timeline(recorded, started), stop.name, png)
     report(summary, cluster, result, stop)
     return summary
 
@@ -218,7 +218,7 @@ def report(summary: RunSummary, cluster: ClusterConfig, result: WorkerResult, st
         summary.wall_s,
         path,
     )
-    say(Timeline(summary.phases, summary.recoveries))
+    say(summary.phases, summary.recoveries)
     if summary.stopped_by:
         step = result.interrupted_at
         log.info(

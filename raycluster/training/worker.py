@@ -148,7 +148,7 @@ def loop_hooks(worker: WorkerConfig, cfg, rank: int, world_size: int, device, st
     agreement = StopAgreement(worker.journal, device, polls=rank == 0)
     hooks, shipper, curves = [recorder, agreement], None, worker.curves
     if rank == 0:
-        hooks.append(LoopPhases(worker.journal, start.attempt))
+        hooks.append(LoopPhases(worker.journal.phase.remote, start.attempt))
     if part is not None and worker.checkpoint_keeper is not None:
         marker = publish_marker(curves) if curves is not None and rank == 0 else None
         shipper = Shipper(worker.checkpoint_keeper, marker, *part)
