@@ -19,7 +19,8 @@ from conftest import COMMON as SHARED
 from conftest import REPO, TINY_ACT, dataset_flags, recorded_rows, run_cli
 from raycluster.checkpoints.keeper import CheckpointKeeper
 from raycluster.checkpoints.manifest import MANIFEST
-from raycluster.checkpoints.store import LocalStore, S3Store
+from raycluster.checkpoints.s3_store import S3Store
+from raycluster.checkpoints.store import LocalStore
 from raycluster.checkpoints.transfer import fetch_directory, send_directory
 from raycluster.training.phases import RECOVERY
 from raycluster.training.resume import resume_source

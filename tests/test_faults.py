@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import TINY_ACT_HPS
-from raycluster.checkpoints.keeper import TESTING_PUBLISH_DELAY
+from raycluster.checkpoints.part_store import TESTING_PUBLISH_DELAY
 from raycluster.sim.job import KILL_AFTER_S
 from simulated import Sim, assert_all_complete, assert_clean, head_checkpoints, logged_steps, wait_for_log
 

@@ -1,15 +1,16 @@
-"""The checkpoint keeper: a Ray actor on the driver's node (the head on SageMaker) that owns one
-checkpoint root, so only one host ever writes it (all SageMaker hosts share one S3 URI).
+"""The checkpoint keeper: a Ray actor on the driver's node (the head on SageMaker), the one coordinator of
+a checkpoint root: it writes every checkpoint's commit record, and decides retention and what a resume takes.
 
-Rank 0 may run on any node, so files travel through Ray in bounded chunks into a staging directory on
-the keeper's node, are checked against the sender's manifest, and only then published to the store.
+A checkpoint's bytes never pass through it. Each host's part store stages its own part and tells the keeper;
+once every part of one attempt has arrived (``PartSet``), the keeper asks every host to place its part into the
+root, and writes the commit record (the manifest of every part) after the last one is in place (``commits.py``).
+The final model (one directory, from rank 0) is still sent here whole: it lands in the driver's model dir.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 import tempfile
 import threading
@@ -21,22 +22,24 @@ from pathlib import Path
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from raycluster.checkpoints.gather import merge_parts
+from raycluster.checkpoints.commits import PartCommits
 from raycluster.checkpoints.manifest import CHUNK_BYTES, MANIFEST, within
+from raycluster.checkpoints.part_store import link_or_copy, part_stores_on_every_node, testing_delay
+from raycluster.checkpoints.parts import PART_DEADLINE_S, Complete, PartSet
 from raycluster.checkpoints.store import LocalStore, open_store
 
 log = logging.getLogger(__name__)
 
-TESTING_PUBLISH_DELAY = "RAYCLUSTER_TESTING_PUBLISH_DELAY_S"
-"""Fault injection, for tests only (like Ray's own ``RAY_testing_*``): every publish waits this long after
-staging, so a test can stop a job while a checkpoint or the final model is being published."""
 READ_LEASE_S = 300.0
 """How long a fetch holds its checkpoint against retention without reading a chunk."""
 
 
 @ray.remote(num_cpus=0, max_concurrency=4)
-class CheckpointKeeper:
-    def __init__(self, root: str, keep: int = 0, store=None, staging_dir: str = "", read_lease_s: float = READ_LEASE_S):
+class CheckpointKeeper(PartCommits):
+    def __init__(
+        self, root: str, keep: int = 0, store=None, staging_dir: str = "", read_lease_s: float = READ_LEASE_S,
+        part_deadline_s: float = PART_DEADLINE_S,
+    ):  # fmt: skip
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
         self.store = store or open_store(root)
         self.keep = keep
@@ -46,7 +49,6 @@ class CheckpointKeeper:
         # A restarted worker group fetches while the previous attempt's publish may still run (calls come
         # from several threads): retention spares what is being read, quarantine what is being published.
         self._lock = threading.Lock()
-        self._published = threading.Condition(self._lock)
         self._readers: Counter[str] = Counter()
         # A fetch that has read nothing for read_lease_s (its worker died mid-fetch) no longer holds a checkpoint.
         self._read_at: dict[str, float] = {}
@@ -55,9 +57,17 @@ class CheckpointKeeper:
         # Checked once (published here, or verified against its manifest): never hashed again in this run,
         # neither at each save's retention nor in the stop window.
         self._complete: set[str] = set()
-        # A checkpoint saved by every host (LeRobot main's sharded saves): name -> {part: (token, manifest)}
-        # until the last host's part arrives.
-        self._parts: dict[str, dict[int, tuple[str, dict]]] = {}
+        self._parts = PartSet(part_deadline_s)
+        self._placing: dict[str, tuple[Complete, set[int]]] = {}
+        # Committed here from parts: who holds each file (another host's root, on SageMaker).
+        self._holders: dict[str, dict[str, object]] = {}
+        self._failures: dict[str, str] = {}
+        self.part_stores: list = []
+        self.curves = None
+
+    def attach(self, part_stores: list, curves=None) -> None:
+        """Every host's part store (retention deletes on all of them), and the curves to mark publishes in."""
+        self.part_stores, self.curves = part_stores, curves
 
     # -- receiving -------------------------------------------------------------------------------
     def begin(self) -> str:
@@ -72,9 +82,8 @@ class CheckpointKeeper:
             f.seek(offset)
             f.write(data)
 
-    def commit(self, token: str, name: str, manifest: dict[str, dict], part: int = 0, parts: int = 1) -> str | None:
-        """Publish what ``token`` received as ``name``; with ``parts`` > 1 it is one host's part of ``name``,
-        which is published, as one checkpoint with one manifest, once every part has arrived (None until then)."""
+    def commit(self, token: str, name: str, manifest: dict[str, dict]) -> str:
+        """Publish what ``token`` received as ``name`` (one directory, sent whole: the final model)."""
         staged = self.staging / token
         received = {str(p.relative_to(staged)): p.stat().st_size for p in staged.rglob("*") if p.is_file()}
         # Sizes here; the checksums are checked whenever a checkpoint is resumed from. Hashing every upload
@@ -83,52 +92,22 @@ class CheckpointKeeper:
             shutil.rmtree(staged)
             raise RuntimeError(f"checkpoint {name}: received files differ from the sender's manifest")
         with self._lock:
-            if parts > 1:
-                self._parts.setdefault(name, {})[part] = (token, manifest)
-                if len(self._parts[name]) < parts:
-                    return None
-                every_part = self._parts.pop(name)
             self._publishing.add(name)
         try:
-            if parts > 1:
-                staged, manifest = merge_parts(self.staging, name, every_part)
             (staged / MANIFEST).write_text(json.dumps(manifest, indent=1))
-            if delay := float(os.environ.get(TESTING_PUBLISH_DELAY, 0)):
-                log.info("testing: holding the publish of %s for %gs (%s)", name, delay, TESTING_PUBLISH_DELAY)
-                time.sleep(delay)
+            testing_delay()
             self.store.publish(staged, name)
             self._complete.add(name)
         except BaseException:
-            shutil.rmtree(staged, ignore_errors=True)  # a refused upload (or merge) keeps nothing on disk
+            shutil.rmtree(staged, ignore_errors=True)  # a refused upload keeps nothing on disk
             raise
         finally:
             with self._lock:
                 self._publishing.discard(name)
-                self._published.notify_all()
         log.info("published checkpoint %s to %s", name, self.store)
         if name.isdigit():
-            self._drop_parts_older_than(int(name))
             self._retain()
         return name
-
-    def _drop_parts_older_than(self, step: int) -> None:
-        """Parts of an older checkpoint whose other hosts never delivered (a host lost mid-save) are dropped."""
-        with self._lock:
-            stale = [name for name in self._parts if name.isdigit() and int(name) < step]
-            dropped = [self._parts.pop(name) for name in stale]
-            self._published.notify_all()
-        for parts in dropped:
-            for token, _ in parts.values():
-                shutil.rmtree(self.staging / token, ignore_errors=True)
-        if stale:
-            log.warning("checkpoints %s: dropped, some hosts' parts never arrived", stale)
-
-    def gathered(self, name: str, timeout: float) -> bool:
-        """Wait up to ``timeout`` s until every host's part of ``name`` has arrived and it is published."""
-        with self._published:
-            return self._published.wait_for(
-                lambda: name not in self._parts and name not in self._publishing, timeout=timeout
-            )
 
     def node_id(self) -> str:
         return ray.get_runtime_context().get_node_id()
@@ -137,12 +116,7 @@ class CheckpointKeeper:
         """Rank 0 on this node: take its files directly, hard-linked where the filesystem allows (LeRobot
         never rewrites a saved checkpoint), so nothing is copied through Ray."""
         for relpath in manifest:
-            target = within(self.staging / token, relpath)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                os.link(within(Path(source), relpath), target)
-            except OSError:
-                shutil.copy2(within(Path(source), relpath), target)
+            link_or_copy(within(Path(source), relpath), within(self.staging / token, relpath))
 
     def abort(self, token: str) -> None:
         shutil.rmtree(self.staging / token, ignore_errors=True)
@@ -157,20 +131,28 @@ class CheckpointKeeper:
                 if self._readers[name] and time.monotonic() - self._read_at[name] < self.read_lease_s:
                     log.info("retention: checkpoint %s is being fetched; deleted at a later save", name)
                     continue
-            self.store.delete(name)
+            self.store.delete(name)  # the commit record first: from here on nobody takes it for complete
             self._complete.discard(name)
+            for holder in self.part_stores:  # every host's own files of it (a shared root: already gone)
+                holder.delete.remote(name)
+            self._holders.pop(name, None)
             log.info("retention (keep %d): deleted checkpoint %s", self.keep, name)
 
     # -- handing back -----------------------------------------------------------------------------
-    def newest_complete(self, settle_s: float = 0.0) -> str | None:
+    def publishing(self) -> bool:
+        """A publish is under way (a restart asks, and waits with a deadline of its own, before resuming)."""
+        with self._lock:
+            return bool(self._publishing)
+
+    def newest_complete(self) -> str | None:
         """The newest checkpoint that passes its manifest; incomplete ones are moved aside, not deleted.
-        ``settle_s``: first wait up to this long for publishes in flight (a failed attempt's last upload)."""
-        with self._published:
-            self._published.wait_for(lambda: not self._publishing, timeout=settle_s)
+        One committed here from other hosts' parts is checked where it is read: by every fetch of it."""
         for name in reversed(self.store.names()):
             with self._lock:
                 if name in self._publishing:  # not complete yet, and not broken either
                     continue
+            if name in self._holders:
+                return name
             reason = self._problems(name)
             if reason is None:
                 return name
@@ -191,6 +173,13 @@ class CheckpointKeeper:
             self._complete.add(name)
         return reason
 
+    def sources(self, name: str) -> dict[str, object]:
+        """Who serves each file of ``name`` to a fetch: the host whose part it was, when committed here from
+        parts; this keeper otherwise (its root holds the whole checkpoint: restored, local or S3)."""
+        me = ray.get_runtime_context().current_actor
+        manifest = json.loads((self.store.local_copy(name) / MANIFEST).read_text())
+        return {relpath: self._holders.get(name, {}).get(relpath, me) for relpath in manifest}
+
     def manifest(self, name: str) -> dict[str, dict]:
         """The start of a fetch: ``name`` is kept until ``release``."""
         with self._lock:
@@ -205,6 +194,18 @@ class CheckpointKeeper:
     def release(self, name: str) -> None:
         with self._lock:
             self._readers[name] -= 1
+
+    def touch(self, name: str) -> None:
+        """A fetch reading from other hosts still holds ``name`` against retention."""
+        self._read_at[name] = time.monotonic()
+
+    def quarantine(self, name: str, reason: str) -> None:
+        """A fetch found ``name`` is not what its manifest says: never resumed from again."""
+        with self._lock:
+            self._complete.discard(name)
+            self._holders.pop(name, None)
+        if name in self.store.names():
+            self.store.quarantine(name, reason)
 
     def read(self, name: str, relpath: str, offset: int) -> bytes:
         self._read_at[name] = time.monotonic()
@@ -238,3 +239,12 @@ def keeper_on_this_node(root: str, keep: int = 0, local_name_root: bool = False,
     return CheckpointKeeper.options(
         scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
     ).remote(root, keep, LocalStore(Path(root)) if local_name_root else None, staging_dir)
+
+
+def keeper_and_part_stores(root: str, keep: int, staging_dir: str, curves=None) -> tuple[object, dict]:
+    """The keeper of ``root`` on the caller's node, and a part store on every node: what training and the
+    sharded-checkpoint test job both publish through."""
+    keeper = keeper_on_this_node(root, keep, staging_dir=staging_dir)
+    part_stores = part_stores_on_every_node(root, staging_dir, keeper)
+    ray.get(keeper.attach.remote(list(part_stores.values()), curves))
+    return keeper, part_stores

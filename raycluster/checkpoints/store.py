@@ -9,13 +9,11 @@ import errno
 import json
 import logging
 import shutil
-import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Protocol
 
-from raycluster.checkpoints.manifest import MANIFEST, SAGEMAKER_UPLOADING, OutsideCheckpoint, problems, within
+from raycluster.checkpoints.manifest import MANIFEST, problems, within
 
 log = logging.getLogger(__name__)
 QUARANTINE = "quarantine"
@@ -40,10 +38,18 @@ class CheckpointStore(Protocol):
     def problems(self, name: str) -> str | None:
         """Why ``name`` is not complete and intact, or None."""
 
+    def place(self, staged: Path, name: str, manifest: dict[str, dict]) -> None:
+        """Put one host's part (``staged``, no manifest) into ``name`` beside the other hosts' parts; raises
+        unless every file of ``manifest`` is then in the store at its size. Uncommitted until ``commit``."""
+
+    def commit(self, name: str, manifest: dict) -> None:
+        """Write ``name``'s commit record (the manifest of every part), last: only this makes it complete."""
+
     def quarantine(self, name: str, reason: str) -> None:
         """Move ``name`` aside (never delete it) so it is not resumed from."""
 
-    def delete(self, name: str) -> None: ...
+    def delete(self, name: str) -> None:
+        """The commit record first (a half-deleted checkpoint is never taken for complete), then the rest."""
 
     def local_copy(self, name: str) -> Path:
         """A local directory holding ``name``'s files (the checkpoint itself for a local store)."""
@@ -96,6 +102,24 @@ class LocalStore:
         else:
             source.rename(final)
 
+    def place(self, staged: Path, name: str, manifest: dict[str, dict]) -> None:
+        final = self.root / name
+        for relpath in manifest:
+            target = within(final, relpath)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(within(staged, relpath), target)  # a rename on the root's filesystem, else a copy
+        wrong = [r for r, entry in manifest.items() if within(final, r).stat().st_size != entry["size"]]
+        if wrong:
+            raise OSError(f"checkpoint {name}: {wrong[:3]} not at their manifest's size in {self.root}")
+        shutil.rmtree(staged, ignore_errors=True)
+
+    def commit(self, name: str, manifest: dict) -> None:
+        final = self.root / name
+        final.mkdir(parents=True, exist_ok=True)  # a part-less host: the record alone (the files are elsewhere)
+        incoming = final / f".{MANIFEST}.incoming"
+        incoming.write_text(json.dumps(manifest, indent=1))
+        incoming.rename(final / MANIFEST)
+
     def problems(self, name: str) -> str | None:
         path = self.root / name
         manifest = path / MANIFEST
@@ -108,7 +132,8 @@ class LocalStore:
         log.warning("checkpoint %s is incomplete (%s): moved aside to %s", self.root / name, reason, aside)
 
     def delete(self, name: str) -> None:
-        shutil.rmtree(self.root / name)
+        (self.root / name / MANIFEST).unlink(missing_ok=True)
+        shutil.rmtree(self.root / name, ignore_errors=True)
 
     def local_copy(self, name: str) -> Path:
         return self.root / name
@@ -117,121 +142,10 @@ class LocalStore:
         return str(self.root)
 
 
-class S3Store:
-    """``s3://bucket/prefix``: files first, the manifest object last, so a listing never shows a
-    checkpoint with a manifest whose files are missing."""
-
-    checks_content = False  # a listing gives sizes; the bytes are checked when a checkpoint is read
-
-    def __init__(self, url: str, client=None):
-        import boto3
-
-        bucket, _, prefix = url.removeprefix("s3://").partition("/")
-        if not bucket:
-            raise ValueError(f"{url!r} is not s3://bucket/prefix")
-        self.url, self.bucket, self.prefix = url, bucket, prefix.strip("/")
-        self.s3 = client or boto3.client("s3")
-        self._cache: Path | None = None  # made on the first download: most stores (the driver's) never need it
-        # The keeper serves chunks from several threads: one download and one check per checkpoint, ever.
-        self._downloads = threading.Lock()
-        self._verified: dict[str, Path] = {}
-
-    def _key(self, *parts: str) -> str:
-        return "/".join(p for p in (self.prefix, *parts) if p)
-
-    def _objects(self, prefix: str) -> dict[str, int]:
-        objects = {}
-        for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
-            objects.update({o["Key"]: o["Size"] for o in page.get("Contents", [])})
-        return objects
-
-    def names(self) -> list[str]:
-        root = self._key("") + "/" if self.prefix else ""
-        names = {key[len(root) :].split("/", 1)[0] for key in self._objects(root)}
-        return by_step(names)
-
-    def publish(self, staged: Path, name: str) -> None:
-        for path in sorted(staged.rglob("*")):
-            if path.is_file() and path.name != MANIFEST:
-                self.s3.upload_file(str(path), self.bucket, self._key(name, str(path.relative_to(staged))))
-        self.s3.upload_file(str(staged / MANIFEST), self.bucket, self._key(name, MANIFEST))
-        shutil.rmtree(staged)
-
-    def _manifest(self, name: str) -> dict | None:
-        try:
-            body = self.s3.get_object(Bucket=self.bucket, Key=self._key(name, MANIFEST))["Body"].read()
-        except self.s3.exceptions.NoSuchKey:
-            return None
-        return json.loads(body)
-
-    def problems(self, name: str) -> str | None:
-        manifest = self._manifest(name)
-        if manifest is None:
-            return "no manifest (an upload that never finished)"
-        objects = self._objects(self._key(name) + "/")
-        for relpath, want in manifest.items():
-            try:
-                within(Path(name), relpath)
-            except OutsideCheckpoint as exc:
-                return f"manifest entry {exc}"
-            size = objects.get(self._key(name, relpath))
-            if size != want["size"]:
-                return f"{relpath}: {'missing' if size is None else f'{size} bytes'}, manifest says {want['size']}"
-        if any(key.endswith(SAGEMAKER_UPLOADING) for key in objects):
-            return "SageMaker upload leftovers"
-        return None
-
-    def quarantine(self, name: str, reason: str) -> None:
-        source = self._key(name) + "/"
-        target = self._key(QUARANTINE, f"{name}-{time.strftime('%Y%m%d-%H%M%S')}") + "/"
-        for key in self._objects(source):
-            # The managed copy: a single CopyObject stops at 5 GB, a policy's weights may not.
-            self.s3.copy({"Bucket": self.bucket, "Key": key}, self.bucket, target + key[len(source) :])
-        self.delete(name)
-        log.warning(
-            "checkpoint s3://%s/%s is incomplete (%s): moved aside to s3://%s/%s",
-            self.bucket,
-            source,
-            reason,
-            self.bucket,
-            target,
-        )
-
-    def delete(self, name: str) -> None:
-        keys = list(self._objects(self._key(name) + "/"))
-        for start in range(0, len(keys), 1000):  # DeleteObjects takes 1000 keys a call
-            self.s3.delete_objects(
-                Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in keys[start : start + 1000]]}
-            )
-
-    def local_copy(self, name: str) -> Path:
-        """Downloaded once into a cache on the keeper's node, checked against the manifest once."""
-        with self._downloads:
-            if name in self._verified:
-                return self._verified[name]
-            self._cache = self._cache or Path(tempfile.mkdtemp(prefix="raycluster-s3-"))
-            target = self._cache / name
-            shutil.rmtree(target, ignore_errors=True)
-            manifest = self._manifest(name) or {}
-            # Only what the manifest lists, each inside the checkpoint: a stray key names nothing on this host.
-            for relpath in [*manifest, MANIFEST]:
-                path = within(target, relpath)
-                path.parent.mkdir(parents=True, exist_ok=True)
-                self.s3.download_file(self.bucket, self._key(name, relpath), str(path))
-            reason = problems(target, manifest)
-            if reason is not None:
-                raise RuntimeError(
-                    f"checkpoint s3://{self.bucket}/{self._key(name)} changed while it was read: {reason}"
-                )
-            self._verified[name] = target
-            return target
-
-    def __str__(self) -> str:
-        return self.url
-
-
 def open_store(root: str) -> CheckpointStore:
     """``s3://bucket/prefix`` or a local directory, holding ``<step:06d>/`` checkpoints."""
+    from raycluster.checkpoints.s3_store import S3Store
+
     return (
         S3Store(root.rstrip("/") + "/checkpoints")
         if root.startswith("s3://")

@@ -26,15 +26,6 @@ def hardware(rank: int, process: psutil.Process, device: torch.device) -> dict[s
     return {f"{prefix}/cpu_percent": process.cpu_percent(), f"{prefix}/rss_gb": process.memory_info().rss / GB}
 
 
-def publish_marker(keeper):
-    """The shipper's ``on_published``: how long the keeper took to publish a checkpoint, and its size."""
-
-    def published(name: str, seconds: float, size: int) -> None:
-        keeper.log.remote(int(name), {"checkpoint/publish_s": seconds, "checkpoint/mb": size / 2**20})
-
-    return published
-
-
 class CurveHooks(LoopHooks):
     def __init__(self, keeper, rank: int, device: torch.device):
         self.keeper, self.rank, self.device = keeper, rank, device

@@ -5,18 +5,26 @@ from __future__ import annotations
 
 import logging
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import ray
 
 from raycluster.checkpoints.transfer import fetch_directory
-from raycluster.training.lerobot_api import checkpoints_dir, newest_checkpoint, resume_flags, resumed_step
+from raycluster.training.lerobot_api import (
+    PRETRAINED_MODEL,
+    checkpoints_dir,
+    newest_checkpoint,
+    resume_flags,
+    resumed_step,
+)
 
 log = logging.getLogger(__name__)
 
-PUBLISH_SETTLE_S = 600.0
-"""How long a restart waits for the failed attempt's in-flight publish before resuming without it."""
+PUBLISH_SETTLE_S = 300.0
+"""How long a restart waits for a publish the failed attempt left under way (every part of it had arrived: the
+hosts are placing theirs) before resuming without it."""
 
 
 @dataclass(frozen=True)
@@ -49,8 +57,13 @@ def decide_start(args: list[str], keeper, cfg, attempt: int, local_steps: list[i
     output_dir = Path(cfg.output_dir)
     kept = None
     if keeper is not None:
-        # A restart can come while the failed attempt's last upload is still being published: wait for it.
-        kept = ray.get(keeper.newest_complete.remote(settle_s=PUBLISH_SETTLE_S))
+        # From here on no part of an earlier attempt is combined with anything; one whose every part had
+        # arrived may still be being placed: waited for (polled, bounded), then the newest complete is taken.
+        ray.get(keeper.begin_attempt.remote(attempt))
+        deadline = time.monotonic() + PUBLISH_SETTLE_S
+        while ray.get(keeper.publishing.remote()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        kept = ray.get(keeper.newest_complete.remote())
     source = resume_source(int(kept) if kept else None, local_steps, attempt)
     if source is not None and source[0] == "keeper":
         log.info("attempt %d: resuming from the keeper's checkpoint %s", attempt, kept)
@@ -68,13 +81,16 @@ def decide_start(args: list[str], keeper, cfg, attempt: int, local_steps: list[i
     return Start(args, attempt=attempt)
 
 
-def final_checkpoint(keeper, output_dir: Path, published: list[str]) -> Path | None:
-    """The newest checkpoint of the run: this node's ``last``, unless the keeper holds a newer complete
-    one (``published``: a restart resumed past what this node saved), which is then fetched here first."""
+def final_checkpoint(keeper, output_dir: Path, published: list[str], local_store=None) -> Path | None:
+    """The newest checkpoint of the run's policy: this node's ``last``, unless the keeper holds a newer complete
+    one (``published``: a restart resumed past what this node saved), or one of several hosts' parts (this
+    node's ``last`` holds only its own host's shards); its policy is then fetched whole, here, first."""
     local = newest_checkpoint(output_dir)
-    if not published or (local is not None and int(local.name) >= int(published[-1])):
+    if not published or (local is not None and int(local.name) > int(published[-1])):
         return local
     name = published[-1]
-    target = checkpoints_dir(output_dir) / name
-    fetch_directory(keeper, name, target)
+    if local is not None and local.name == name and not ray.get(keeper.has_parts_elsewhere.remote(name)):
+        return local
+    target = checkpoints_dir(output_dir).with_name("published") / name
+    fetch_directory(keeper, name, target, local_store, only=PRETRAINED_MODEL)
     return target

@@ -21,7 +21,7 @@ from ray.train import ControllerError, FailureConfig, RunConfig, ScalingConfig, 
 from ray.train.constants import RAY_TRAIN_ENABLE_STATE_TRACKING as STATE_TRACKING
 from ray.train.torch import TorchTrainer
 
-from raycluster.checkpoints.keeper import keeper_on_this_node
+from raycluster.checkpoints.keeper import keeper_and_part_stores, keeper_on_this_node
 from raycluster.checkpoints.store import open_store
 from raycluster.cluster_config import ClusterConfig
 from raycluster.connect import check_capacity, ray_cluster
@@ -110,13 +110,17 @@ def prepare_lerobot_args(cluster: ClusterConfig, args: list[str], resuming: bool
 
 def make_trainer(cluster: ClusterConfig, cfg, args: list[str], journal, staging: str, curves) -> TorchTrainer:
     """Ray Train's TorchTrainer over ``train_loop_per_worker``, with the run's keepers on this node."""
-    model_keeper = checkpoint_keeper = None
+    model_keeper = checkpoint_keeper = part_stores = None
     if cluster.model_dir:
         model_keeper = keeper_on_this_node(cluster.model_dir, local_name_root=True, staging_dir=staging)
     if cluster.checkpoint_dir:
-        checkpoint_keeper = keeper_on_this_node(cluster.checkpoint_dir, cluster.keep_checkpoints, staging_dir=staging)
-    keepers = (checkpoint_keeper, model_keeper)
-    worker = WorkerConfig(args, cluster.use_gpu, cluster.mixed_precision, journal, *keepers, curves, cluster.sharding)
+        checkpoint_keeper, part_stores = keeper_and_part_stores(
+            cluster.checkpoint_dir, cluster.keep_checkpoints, staging, curves
+        )
+    worker = WorkerConfig(
+        args, cluster.use_gpu, cluster.mixed_precision, journal, checkpoint_keeper=checkpoint_keeper,
+        part_stores=part_stores, model_keeper=model_keeper, curves=curves, sharding=cluster.sharding,
+    )  # fmt: skip
     # The dashboard's Train view (runs, attempts, workers) is filled only when this is on; a user's own value wins.
     os.environ.setdefault(STATE_TRACKING, "1")
     # Ray Train's controller sees a finished or failed worker group only when it polls (every 2 s by default):

@@ -12,15 +12,16 @@ import ray.train
 import ray.train.torch
 import torch.distributed as dist
 
-from raycluster.checkpoints.transfer import Shipper, fetch_directory, send_directory
+from raycluster.checkpoints.transfer import fetch_directory, send_directory
 from raycluster.training import lerobot_api
-from raycluster.training.curve_hooks import CurveHooks, publish_marker
+from raycluster.training.curve_hooks import CurveHooks
 from raycluster.training.interrupt import Interrupted, StopAgreement
-from raycluster.training.lerobot_api import LoopHooks, checkpoints_dir, newest_checkpoint, parse_train_config
+from raycluster.training.lerobot_api import checkpoints_dir, newest_checkpoint, parse_train_config
 from raycluster.training.lerobot_lines import Placement, installed_line
 from raycluster.training.phases import LoopPhases, Phase
 from raycluster.training.recorder import StepRecorder
 from raycluster.training.resume import Start, decide_start, final_checkpoint
+from raycluster.training.shipping import Shipper, checkpoint_shipping, outcome
 from raycluster.training.summary import Measured
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,8 @@ class WorkerConfig:
     """RunJournal actor handle."""
     checkpoint_keeper: object | None = None
     """CheckpointKeeper owning --cluster.checkpoint_dir, when set."""
+    part_stores: dict | None = None
+    """Node id -> that node's PartStore of --cluster.checkpoint_dir, when set."""
     model_keeper: object | None = None
     """CheckpointKeeper that receives the final pretrained_model, when --cluster.model_dir is set."""
     curves: object | None = None
@@ -53,31 +56,6 @@ class WorkerResult(Measured):
     train_s: float = 0.0
 
 
-class Shipping(LoopHooks):
-    """Hands every checkpoint to the shipper, which publishes it in the background: rank 0 once LeRobot has
-    completed it; the lead rank of another host once its host's ranks have written their shards."""
-
-    def __init__(self, shipper: Shipper, after_write: bool):
-        self.shipper, self.after_write = shipper, after_write
-
-    def checkpoint_written(self, step_dir: Path) -> None:
-        if self.after_write:
-            self.shipper.submit(step_dir)
-
-    def checkpoint_saved(self, step_dir: Path) -> None:
-        if not self.after_write:
-            self.shipper.submit(step_dir)
-
-
-def host_part(hosts: list[str], rank: int) -> tuple[int, int] | None:
-    """``(part, parts)`` for the lowest rank on each host (rank 0's host is part 0): who ships that host's
-    part of a checkpoint every host saves; None for every other rank."""
-    if hosts.index(hosts[rank]) != rank:
-        return None
-    order = list(dict.fromkeys(hosts))
-    return order.index(hosts[rank]), len(order)
-
-
 def agree_on_start(worker: WorkerConfig, cfg, rank: int, local_rank: int, world_size: int) -> Start:
     """Rank 0 decides from the keeper and what every rank finds on its own node; all then run the same
     flags, with the keeper's checkpoint fetched to every node first when that is the source."""
@@ -92,9 +70,13 @@ def agree_on_start(worker: WorkerConfig, cfg, rank: int, local_rank: int, world_
     start: Start = decision[0]
     if start.from_keeper and local_rank == 0:
         target = checkpoints_dir(Path(cfg.output_dir)) / start.from_keeper
-        fetch_directory(worker.checkpoint_keeper, start.from_keeper, target)
+        fetch_directory(worker.checkpoint_keeper, start.from_keeper, target, local_part_store(worker))
     dist.barrier()
     return start
+
+
+def local_part_store(worker: WorkerConfig):
+    return (worker.part_stores or {}).get(ray.get_runtime_context().get_node_id())
 
 
 def saved_checkpoints(worker: WorkerConfig, output_dir: Path, shipper: Shipper | None) -> tuple[list[str], str | None]:
@@ -103,11 +85,12 @@ def saved_checkpoints(worker: WorkerConfig, output_dir: Path, shipper: Shipper |
     if worker.checkpoint_keeper is None:
         return sorted(p.name for p in checkpoints_dir(output_dir).glob("[0-9]*") if p.is_dir()), None
     shipper.drain()
-    published = ray.get(worker.checkpoint_keeper.complete_names.remote())  # one manifest check of each
     newest = newest_checkpoint(output_dir)
+    why = outcome(worker.checkpoint_keeper, newest.name) if newest is not None else None
+    published = ray.get(worker.checkpoint_keeper.complete_names.remote())  # one manifest check of each
     if newest is None or newest.name in published:
         return published, None
-    why = shipper.failed.get(newest.name, "its upload never completed")
+    why = shipper.failed.get(newest.name) or why or "its upload never completed"
     return published, f"checkpoint {newest.name} was not published to the checkpoint root: {why}"
 
 
@@ -121,11 +104,19 @@ def publish_all(worker: WorkerConfig, output_dir: Path, shipper: Shipper | None,
 
 
 def publish_model(worker: WorkerConfig, output_dir: Path, published: list[str]) -> None:
-    final = final_checkpoint(worker.checkpoint_keeper, output_dir, published)
+    final = final_checkpoint(worker.checkpoint_keeper, output_dir, published, local_part_store(worker))
     if final is None:
         log.warning("no checkpoint was saved (--save_checkpoint=false?): nothing to publish to the model dir")
     else:
         send_directory(worker.model_keeper, final / lerobot_api.PRETRAINED_MODEL, lerobot_api.PRETRAINED_MODEL)
+
+
+def uploads_failed(worker: WorkerConfig, shipper: Shipper | None) -> dict[str, str]:
+    """Every checkpoint that was not published, with its cause: this host's own, and the keeper's word on
+    every other (a part of another host that failed, or never came)."""
+    if shipper is None:
+        return {}
+    return {**ray.get(worker.checkpoint_keeper.failures_by_name.remote()), **shipper.failed}
 
 
 def rank_hosts(node: str, rank: int, world_size: int) -> list[str]:
@@ -140,19 +131,18 @@ def rank_hosts(node: str, rank: int, world_size: int) -> list[str]:
     return hosts
 
 
-def loop_hooks(worker: WorkerConfig, cfg, rank: int, world_size: int, device, start: Start, part):
+def loop_hooks(worker: WorkerConfig, cfg, rank: int, world_size: int, device, start: Start, shipping):
     """Everything that watches LeRobot's loop on this rank: the step recorder, the stop agreement, the
-    checkpoint shipper where this rank ships ``part`` (rank 0 always), and the curves (with the attempt's
+    checkpoint shipper where this rank ships a part (rank 0 always), and the curves (with the attempt's
     restart and resume marked)."""
     recorder = StepRecorder(cfg.batch_size * world_size, max(cfg.log_freq, 1), ray.train.report)
     agreement = StopAgreement(worker.journal, device, polls=rank == 0)
     hooks, shipper, curves = [recorder, agreement], None, worker.curves
     if rank == 0:
         hooks.append(LoopPhases(worker.journal.phase.remote, start.attempt))
-    if part is not None and worker.checkpoint_keeper is not None:
-        marker = publish_marker(curves) if curves is not None and rank == 0 else None
-        shipper = Shipper(worker.checkpoint_keeper, marker, *part)
-        hooks.append(Shipping(shipper, after_write=rank != 0))
+    if shipping is not None:
+        shipper = shipping[0]
+        hooks.append(shipping[1])
     if curves is not None:
         hooks.append(CurveHooks(curves, rank, device))
         if rank == 0 and start.attempt > 1:
@@ -182,8 +172,10 @@ def train_loop_per_worker(config: dict) -> WorkerResult | None:
         cfg = parse_train_config(args, validate=False)
     placement = Placement(rank, world_size, worker.use_gpu, worker.mixed_precision)
     device = ray.train.torch.get_device()
-    part = host_part(hosts, rank) if line.saves_on_every_rank else ((0, 1) if rank == 0 else None)
-    recorder, shipper, hooks = loop_hooks(worker, cfg, rank, world_size, device, start, part)
+    shipping = None
+    if worker.checkpoint_keeper is not None:
+        shipping = checkpoint_shipping(worker.part_stores, rank, hosts, start.attempt, line.saves_on_every_rank)
+    recorder, shipper, hooks = loop_hooks(worker, cfg, rank, world_size, device, start, shipping)
     backend = dist.get_backend()  # LeRobot's train ends by destroying the process group
     started, interrupted_at = time.perf_counter(), None
     try:
@@ -206,6 +198,6 @@ def train_loop_per_worker(config: dict) -> WorkerResult | None:
         mixed_precision=line.precision(cfg, placement), final_step=recorder.last_step or start.resumed_from,
         samples_per_s=recorder.samples_per_s, loss_first=recorder.loss_first, loss_last=recorder.loss_last,
         checkpoints=[int(name) for name in published], resumed_from=start.resumed_from,
-        uploads_skipped=shipper.skipped if shipper else [], uploads_failed=shipper.failed if shipper else {},
+        uploads_skipped=shipper.skipped if shipper else [], uploads_failed=uploads_failed(worker, shipper),
         lost=lost, interrupted_at=interrupted_at, train_s=time.perf_counter() - started,
     )  # fmt: skip

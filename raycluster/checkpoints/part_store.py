@@ -1,0 +1,130 @@
+"""One actor per host: this host's part of every checkpoint, from the save to the checkpoint root, and back.
+
+A host's shipping rank hands it the step directory its host's ranks wrote; the part store stages a copy keyed
+by (name, attempt, part) outside the root, hashes it, and tells the keeper it has arrived. Only when the keeper
+has every part of one attempt does it ask each host to place its part into its own root (on SageMaker: its own
+``/opt/ml/checkpoints``, which SageMaker syncs to the job's one S3 URI; an S3 root: straight to S3), all hosts at
+once. No bytes cross hosts to save a checkpoint, and no call here waits for another host.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from raycluster.checkpoints.manifest import CHUNK_BYTES, MANIFEST, manifest_of, within
+from raycluster.checkpoints.store import open_store
+
+log = logging.getLogger(__name__)
+
+TESTING_PUBLISH_DELAY = "RAYCLUSTER_TESTING_PUBLISH_DELAY_S"
+"""Fault injection, for tests only (like Ray's own ``RAY_testing_*``): every publish waits this long after
+staging, so a test can stop a job while a checkpoint or the final model is being published."""
+
+
+def testing_delay() -> None:
+    if delay := float(os.environ.get(TESTING_PUBLISH_DELAY, 0)):
+        log.info("testing: holding a publish for %gs (%s)", delay, TESTING_PUBLISH_DELAY)
+        time.sleep(delay)
+
+
+def link_or_copy(source: Path, target: Path) -> None:
+    """Hard-linked where the filesystem allows (LeRobot never rewrites a saved checkpoint), else copied."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
+@ray.remote(num_cpus=0, max_concurrency=8)
+class PartStore:
+    def __init__(self, root: str, staging_dir: str, keeper):
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+        self.store, self.keeper = open_store(root), keeper
+        Path(staging_dir).mkdir(parents=True, exist_ok=True)
+        self.staging = Path(tempfile.mkdtemp(prefix="raycluster-parts-", dir=staging_dir))
+
+    def _staged(self, name: str, attempt: int, part: int) -> Path:
+        return self.staging / f"{name}.attempt{attempt}.part{part}"
+
+    def stage(self, name: str, attempt: int, part: int, parts: int, source: str) -> int:
+        """Copy ``source`` (this host's part of ``name``; a missing directory is an empty part) into staging,
+        hash the copy, and hand its manifest to the keeper. Returns the bytes staged; raises if it could not
+        be staged, after telling the keeper (the checkpoint then fails, and nothing of it is published)."""
+        staged = self._staged(name, attempt, part)
+        try:
+            shutil.rmtree(staged, ignore_errors=True)
+            staged.mkdir(parents=True)
+            for path in sorted(Path(source).rglob("*")) if Path(source).is_dir() else []:
+                if path.is_file() and path.name != MANIFEST:
+                    link_or_copy(path, staged / path.relative_to(source))
+            manifest = manifest_of(staged)
+            testing_delay()
+        except Exception as exc:
+            shutil.rmtree(staged, ignore_errors=True)
+            self.keeper.part_failed.remote(name, attempt, part, f"{type(exc).__name__}: {exc}")
+            raise
+        me = ray.get_runtime_context().current_actor
+        self.keeper.part_arrived.remote(name, attempt, part, parts, manifest, me)
+        return sum(entry["size"] for entry in manifest.values())
+
+    def place(self, name: str, attempt: int, part: int, manifest: dict[str, dict]) -> None:
+        """The keeper has every part of ``name`` from ``attempt``: this one goes into this host's root. The
+        keeper hears back either way (it writes the commit record once every host's part is in place)."""
+        try:
+            self.store.place(self._staged(name, attempt, part), name, manifest)
+        except Exception as exc:
+            self.keeper.part_placed.remote(name, attempt, part, f"{type(exc).__name__}: {exc}")
+            return
+        self.keeper.part_placed.remote(name, attempt, part, None)
+
+    def discard(self, name: str, attempt: int, part: int) -> None:
+        shutil.rmtree(self._staged(name, attempt, part), ignore_errors=True)
+
+    def delete(self, name: str) -> None:
+        """Retention or a failed publish: this host's files of ``name`` (SageMaker mirrors the delete to S3,
+        which is why only the keeper decides it, for a checkpoint no one needs any more)."""
+        if name in self.store.names():
+            self.store.delete(name)
+
+    def local_files(self, name: str, manifest: dict[str, dict]) -> dict[str, str]:
+        """Which of ``manifest``'s files this host's root holds at their size: ``relpath -> local path``
+        (an S3 root: downloaded into this host's cache first, each host its own)."""
+        if name not in self.store.names():
+            return {}
+        try:
+            directory = self.store.local_copy(name)
+        except (OSError, RuntimeError):
+            return {}
+        held = {}
+        for relpath, entry in manifest.items():
+            path = within(directory, relpath)
+            if path.is_file() and path.stat().st_size == entry["size"]:
+                held[relpath] = str(path)
+        return held
+
+    def read(self, name: str, relpath: str, offset: int) -> bytes:
+        with within(self.store.local_copy(name), relpath).open("rb") as f:
+            f.seek(offset)
+            return f.read(CHUNK_BYTES)
+
+    def node_id(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
+
+def part_stores_on_every_node(root: str, staging_dir: str, keeper) -> dict[str, object]:
+    """A part store pinned to each node of the cluster (the driver's too): ``node id -> handle``."""
+    stores = {}
+    for node in ray.nodes():
+        if node["Alive"]:
+            strategy = NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
+            stores[node["NodeID"]] = PartStore.options(scheduling_strategy=strategy).remote(root, staging_dir, keeper)
+    return stores

@@ -1,0 +1,127 @@
+"""Which hosts' parts of which checkpoint have arrived: the bookkeeping of the commit protocol, without Ray.
+
+A checkpoint that every host saves a part of (LeRobot main's sharded saves; one part on LeRobot 0.6.x) is
+complete once every part *of one attempt* has arrived: parts are keyed by (name, attempt), and a part of an
+older attempt than the newest one seen is never combined with anything (a restarted worker group saves the
+same step again). Nothing here waits: each arrival returns what the caller must do now, and sets whose other
+parts never come are given up at the next arrival or commit after their deadline, or when a newer step commits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+PART_DEADLINE_S = 300.0
+"""How long a checkpoint's first part waits for the others (every host saves at the same step, so they come
+within the time one host takes to copy its part; a set older than this is given up, never waited on)."""
+
+
+@dataclass(frozen=True)
+class Part:
+    part: int
+    manifest: dict[str, dict]
+    holder: object = None
+    """Whoever holds this part's staged files (a PartStore handle; opaque here)."""
+
+
+@dataclass(frozen=True)
+class Complete:
+    """Every part of ``name`` from ``attempt`` has arrived: publish them, then write ``manifest`` last."""
+
+    name: str
+    attempt: int
+    parts: dict[int, Part]
+    manifest: dict[str, dict]
+    first_arrival: float
+
+
+@dataclass(frozen=True)
+class GivenUp:
+    """These parts are never published: remove their staged files; ``reason`` is the checkpoint's cause."""
+
+    name: str
+    attempt: int
+    parts: list[Part]
+    reason: str
+
+
+@dataclass
+class _Pending:
+    parts_expected: int
+    first_arrival: float
+    parts: dict[int, Part] = field(default_factory=dict)
+
+
+class PartSet:
+    def __init__(self, deadline_s: float = PART_DEADLINE_S):
+        self.deadline_s = deadline_s
+        self._pending: dict[tuple[str, int], _Pending] = {}
+        self._failed: dict[tuple[str, int], str] = {}
+        self.newest_attempt = 0
+
+    def arrived(self, name: str, attempt: int, parts: int, part: Part, now: float) -> list[Complete | GivenUp]:
+        """``part`` of ``parts`` of checkpoint ``name``, saved by ``attempt``."""
+        if attempt < self.newest_attempt:
+            return [GivenUp(name, attempt, [part], f"part {part.part} of attempt {attempt}: stale")]
+        decisions: list[Complete | GivenUp] = [*self.begin_attempt(attempt), *self.expired(now)]
+        if (name, attempt) in self._failed:
+            return [*decisions, GivenUp(name, attempt, [part], self._failed[(name, attempt)])]
+        pending = self._pending.setdefault((name, attempt), _Pending(parts, now))
+        reason = self._refusal(pending, parts, part)
+        if reason is not None:  # the whole set fails: what it already holds and the refused part
+            given_up = self._give_up((name, attempt), reason)
+            return [*decisions, GivenUp(name, attempt, [*given_up.parts, part], reason)]
+        pending.parts[part.part] = part
+        if len(pending.parts) == parts:
+            del self._pending[(name, attempt)]
+            union = {relpath: entry for p in pending.parts.values() for relpath, entry in p.manifest.items()}
+            decisions.append(Complete(name, attempt, dict(pending.parts), union, pending.first_arrival))
+        return decisions
+
+    def _refusal(self, pending: _Pending, parts: int, part: Part) -> str | None:
+        if parts != pending.parts_expected or not 0 <= part.part < parts:
+            return f"part {part.part} of {parts}, but the checkpoint has {pending.parts_expected} parts"
+        if part.part in pending.parts:
+            return f"part {part.part} arrived twice from one attempt"
+        for other in pending.parts.values():
+            for relpath in part.manifest.keys() & other.manifest.keys():
+                if part.manifest[relpath] != other.manifest[relpath]:
+                    return f"parts {other.part} and {part.part} hold different {relpath}"
+        return None
+
+    def begin_attempt(self, attempt: int) -> list[GivenUp]:
+        """A worker group starts ``attempt``: every set of an older one is given up, and so will be its parts."""
+        if attempt <= self.newest_attempt:
+            return []
+        self.newest_attempt = attempt
+        return [self._give_up(key, "abandoned by a restart") for key in self._older_attempts(attempt)]
+
+    def failed(self, name: str, attempt: int, part: int, cause: str) -> list[GivenUp]:
+        """``part`` could not be staged: the checkpoint fails, and its parts, here or still to come, are removed."""
+        key, reason = (name, attempt), f"part {part} failed: {cause}"
+        self._failed[key] = reason
+        return [self._give_up(key, reason)] if key in self._pending else [GivenUp(name, attempt, [], reason)]
+
+    def expired(self, now: float) -> list[GivenUp]:
+        late = [key for key, p in self._pending.items() if now - p.first_arrival > self.deadline_s]
+        return [self._give_up(key, self._missing(key, f"within {self.deadline_s:.0f} s")) for key in late]
+
+    def superseded(self, step: int) -> list[GivenUp]:
+        """A newer checkpoint is complete: older sets whose other parts have not come are given up."""
+        older = [key for key in self._pending if key[0].isdigit() and int(key[0]) < step]
+        return [self._give_up(key, self._missing(key, f"before checkpoint {step} was complete")) for key in older]
+
+    def pending_names(self) -> set[str]:
+        return {name for name, _ in self._pending}
+
+    def _older_attempts(self, attempt: int) -> list[tuple[str, int]]:
+        return [key for key in self._pending if key[1] < attempt]
+
+    def _missing(self, key: tuple[str, int], when: str) -> str:
+        pending = self._pending[key]
+        missing = sorted(set(range(pending.parts_expected)) - pending.parts.keys())
+        return f"parts {missing} of {pending.parts_expected} never arrived {when}"
+
+    def _give_up(self, key: tuple[str, int], reason: str) -> GivenUp:
+        pending = self._pending.pop(key)
+        return GivenUp(key[0], key[1], list(pending.parts.values()), reason)

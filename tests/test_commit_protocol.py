@@ -1,0 +1,234 @@
+"""The commit protocol of checkpoints that several hosts save a part of: the part set's decisions (arrival
+orders, attempts, conflicting files, parts that never come, failures), then the keeper and real part stores,
+each with its own root as each SageMaker host has its own /opt/ml/checkpoints."""
+
+import itertools
+import json
+import shutil
+import time
+
+import pytest
+import ray
+
+from raycluster.checkpoints.keeper import CheckpointKeeper
+from raycluster.checkpoints.manifest import MANIFEST, problems
+from raycluster.checkpoints.part_store import PartStore
+from raycluster.checkpoints.parts import Complete, GivenUp, Part, PartSet
+from raycluster.checkpoints.store import LocalStore
+from raycluster.checkpoints.transfer import fetch_directory
+from raycluster.training.shipping import outcome
+
+
+def entry(size: int, digest: str = "d") -> dict:
+    return {"size": size, "sha256": digest}
+
+
+def part(number: int, files: dict | None = None) -> Part:
+    return Part(number, files if files is not None else {f"shard/__{number}_0.distcp": entry(10 + number)})
+
+
+def eventually(check, timeout: float = 10) -> None:
+    """Fire-and-forget calls to other hosts land soon, in no set order: poll ``check`` until it holds."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "never came to hold"
+        time.sleep(0.1)
+
+
+def completes(decisions) -> list[Complete]:
+    return [d for d in decisions if isinstance(d, Complete)]
+
+
+def given_up(decisions) -> list[GivenUp]:
+    return [d for d in decisions if isinstance(d, GivenUp)]
+
+
+@pytest.mark.parametrize("order", list(itertools.permutations(range(3))))
+def test_every_arrival_order_completes_once_with_every_parts_files(order):
+    parts, decisions = PartSet(), []
+    for n in order:
+        decisions += parts.arrived("000100", 1, 3, part(n), now=0.0)
+    (complete,) = completes(decisions)
+    assert sorted(complete.parts) == [0, 1, 2]
+    assert sorted(complete.manifest) == [f"shard/__{n}_0.distcp" for n in range(3)]
+    assert given_up(decisions) == [] and parts.pending_names() == set()
+
+
+def test_a_restart_never_combines_two_attempts_and_gives_up_the_older_ones_parts():
+    # Host A's part of step 100 arrives, a worker fails while B's is in flight, the run resumes and saves 100 again.
+    parts = PartSet()
+    assert parts.arrived("000100", 1, 2, part(0), now=0.0) == []
+    (abandoned,) = parts.begin_attempt(2)
+    assert (abandoned.attempt, [p.part for p in abandoned.parts]) == (1, [0]) and "restart" in abandoned.reason
+    late = parts.arrived("000100", 1, 2, part(1), now=1.0)  # attempt 1's B, in flight during the restart
+    assert completes(late) == [] and [p.part for p in given_up(late)[0].parts] == [1]
+    assert parts.arrived("000100", 2, 2, part(1), now=2.0) == []
+    (complete,) = completes(parts.arrived("000100", 2, 2, part(0), now=3.0))
+    assert complete.attempt == 2
+
+
+def test_the_first_part_of_a_newer_attempt_is_a_restart_too():
+    parts = PartSet()
+    parts.arrived("000100", 1, 2, part(0), now=0.0)
+    decisions = parts.arrived("000100", 2, 2, part(1), now=1.0)
+    assert [(d.attempt, [p.part for p in d.parts]) for d in given_up(decisions)] == [(1, [0])]
+    assert completes(decisions) == []
+
+
+def test_parts_that_hold_one_file_differently_fail_the_checkpoint_and_are_all_removed():
+    parts = PartSet()
+    parts.arrived("000100", 1, 2, part(0, {"pretrained_model/config.json": entry(5, "a")}), now=0.0)
+    (refused,) = parts.arrived("000100", 1, 2, part(1, {"pretrained_model/config.json": entry(5, "b")}), now=1.0)
+    assert "different pretrained_model/config.json" in refused.reason and len(refused.parts) == 2
+
+
+def test_the_same_file_with_the_same_bytes_on_two_hosts_is_one_file():
+    parts = PartSet()
+    same = {"pretrained_model/config.json": entry(5, "a")}
+    parts.arrived("000100", 1, 2, part(0, dict(same)), now=0.0)
+    (complete,) = completes(parts.arrived("000100", 1, 2, part(1, dict(same)), now=1.0))
+    assert complete.manifest == same
+
+
+def test_a_part_twice_or_a_count_that_disagrees_is_refused():
+    parts = PartSet()
+    parts.arrived("000100", 1, 3, part(0), now=0.0)
+    assert "twice" in given_up(parts.arrived("000100", 1, 3, part(0), now=1.0))[0].reason
+    parts.arrived("000200", 1, 3, part(0), now=1.0)
+    assert "has 3 parts" in given_up(parts.arrived("000200", 1, 4, part(1), now=2.0))[0].reason
+
+
+def test_a_part_that_never_comes_is_given_up_at_its_deadline_or_when_a_newer_step_completes():
+    parts = PartSet(deadline_s=60)
+    parts.arrived("000100", 1, 2, part(0), now=0.0)
+    assert parts.expired(now=59.0) == []
+    (late,) = parts.expired(now=61.0)
+    assert "parts [1] of 2 never arrived within 60 s" == late.reason
+    parts.arrived("000200", 1, 2, part(1), now=100.0)  # host A skipped 200 (its queue held one)
+    parts.arrived("000300", 1, 2, part(0), now=101.0)
+    assert completes(parts.arrived("000300", 1, 2, part(1), now=102.0))
+    (superseded,) = parts.superseded(300)
+    assert superseded.name == "000200" and "before checkpoint 300" in superseded.reason
+
+
+def test_a_failed_part_fails_its_checkpoint_before_and_after_the_others_arrive():
+    parts = PartSet()
+    parts.arrived("000100", 1, 2, part(0), now=0.0)
+    (failed,) = parts.failed("000100", 1, 1, "disk full")
+    assert failed.reason == "part 1 failed: disk full" and [p.part for p in failed.parts] == [0]
+    parts.failed("000200", 1, 0, "disk full")  # failed first: a later part of it never completes anything
+    (refused,) = parts.arrived("000200", 1, 2, part(1), now=1.0)
+    assert refused.reason == "part 0 failed: disk full"
+
+
+# -- the keeper and real part stores, one root per host --------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def local_ray(tmp_path_factory):
+    ray.init(num_cpus=1, include_dashboard=False)
+    yield
+    ray.shutdown()
+
+
+class Hosts:
+    """A keeper on algo-1's root and one part store per host, each with its own root and staging."""
+
+    def __init__(self, tmp_path, count: int, keep: int = 0, part_deadline_s: float = 300):
+        self.roots = [tmp_path / f"algo-{n + 1}" / "checkpoints" for n in range(count)]
+        self.keeper = CheckpointKeeper.remote(str(self.roots[0]), keep, part_deadline_s=part_deadline_s)
+        self.stores = [
+            PartStore.remote(str(root), str(root.parent / "staging"), self.keeper) for root in self.roots
+        ]
+        ray.get(self.keeper.attach.remote(self.stores))
+
+    def save(self, tmp_path, name: str, attempt: int, hosts=None, payload: bytes = b"") -> list:
+        """Each host's part of ``name`` as its ranks would write it, staged by its part store (all at once)."""
+        calls = []
+        for n in hosts if hosts is not None else range(len(self.stores)):
+            source = tmp_path / f"save-a{attempt}-h{n}" / name
+            shards = source / "pretrained_model" / "pytorch_model_fsdp_0"
+            shards.mkdir(parents=True)
+            (shards / f"__{n}_0.distcp").write_bytes(payload or f"attempt {attempt} host {n}".encode())
+            if n == 0:
+                (source / "pretrained_model" / "config.json").write_text("{}")
+            calls.append(self.stores[n].stage.remote(name, attempt, n, len(self.stores), str(source)))
+        return calls
+
+    def record(self, name: str) -> dict:
+        return json.loads((self.roots[0] / "checkpoints" / name / MANIFEST).read_text())
+
+
+def test_more_hosts_than_keeper_threads_publish_in_parallel_each_into_its_own_root(local_ray, tmp_path):
+    hosts = Hosts(tmp_path, 6)  # the keeper has 4 threads: a funnel that waits per host stalled from 5 on
+    ray.get(hosts.save(tmp_path, "000001", 1))
+    assert outcome(hosts.keeper, "000001", deadline_s=30) is None
+    record = hosts.record("000001")
+    assert {e["attempt"] for e in record.values()} == {1} and len(record) == 7
+    for n, root in enumerate(hosts.roots):  # every host holds its own shard, and no other's
+        held = {p.name for p in (root / "checkpoints" / "000001").rglob("*.distcp")}
+        assert held == {f"__{n}_0.distcp"}
+    target = tmp_path / "fetched" / "000001"  # a resume on algo-3 gathers every part
+    assert fetch_directory(hosts.keeper, "000001", target, hosts.stores[2])
+    assert problems(target, record) is None
+    assert ray.get(hosts.keeper.complete_names.remote()) == ["000001"]
+
+
+def test_a_part_of_an_abandoned_attempt_is_never_combined_and_is_removed(local_ray, tmp_path):
+    hosts = Hosts(tmp_path, 2)
+    ray.get(hosts.save(tmp_path, "000002", 1, hosts=[0]))
+    ray.get(hosts.keeper.begin_attempt.remote(2))  # the worker group restarted while host 2's part was in flight
+    ray.get(hosts.save(tmp_path, "000002", 1, hosts=[1]))  # ... which arrives now
+    assert outcome(hosts.keeper, "000002", deadline_s=5) is not None  # nothing of attempt 1 was published
+    ray.get(hosts.save(tmp_path, "000002", 2))
+    assert outcome(hosts.keeper, "000002", deadline_s=30) is None
+    assert {e["attempt"] for e in hosts.record("000002").values()} == {2}
+    for n, root in enumerate(hosts.roots):
+        assert (root / "checkpoints" / "000002" / "pretrained_model" / "pytorch_model_fsdp_0" / f"__{n}_0.distcp")\
+            .read_text() == f"attempt 2 host {n}"  # fmt: skip
+        eventually(lambda root=root: list((root.parent / "staging").glob("*/*")) == [])  # no staged part left
+
+
+def test_a_part_that_cannot_be_placed_fails_the_checkpoint_with_its_cause(local_ray, tmp_path):
+    hosts = Hosts(tmp_path, 3)
+    ray.get(hosts.save(tmp_path, "000001", 1))
+    assert outcome(hosts.keeper, "000001", deadline_s=30) is None
+    (hosts.roots[2] / "checkpoints" / "000003").write_text("in the way")  # host 3 cannot make the directory
+    ray.get(hosts.save(tmp_path, "000003", 1))
+    why = outcome(hosts.keeper, "000003", deadline_s=30)
+    assert "part 2 could not be placed" in why
+    assert ray.get(hosts.keeper.failures_by_name.remote()) == {"000003": why}
+    assert ray.get(hosts.keeper.complete_names.remote()) == ["000001"]  # the newest complete one stands
+    eventually(lambda: not (hosts.roots[1] / "checkpoints" / "000003").exists())  # placed elsewhere, then removed
+
+
+def test_a_part_that_never_comes_fails_its_checkpoint_at_the_deadline_and_the_next_is_published(local_ray, tmp_path):
+    hosts = Hosts(tmp_path, 2, part_deadline_s=2)
+    ray.get(hosts.save(tmp_path, "000001", 1, hosts=[0]))  # host 2 was lost mid-save
+    assert "parts [1] of 2 never arrived within 2 s" in outcome(hosts.keeper, "000001", deadline_s=10)
+    ray.get(hosts.save(tmp_path, "000002", 1))
+    assert outcome(hosts.keeper, "000002", deadline_s=30) is None
+    assert ray.get(hosts.keeper.complete_names.remote()) == ["000002"]
+
+
+def test_retention_deletes_a_checkpoint_on_every_host_and_its_commit_record_first(local_ray, tmp_path):
+    hosts = Hosts(tmp_path, 3, keep=2)
+    for step in (1, 2, 3):
+        ray.get(hosts.save(tmp_path, f"{step:06d}", 1))
+        assert outcome(hosts.keeper, f"{step:06d}", deadline_s=30) is None
+    assert ray.get(hosts.keeper.complete_names.remote()) == ["000002", "000003"]
+    for root in hosts.roots:
+        eventually(lambda root=root: sorted(p.name for p in (root / "checkpoints").iterdir()) == ["000002", "000003"])
+
+
+def test_a_fetched_part_that_is_not_what_the_record_says_is_quarantined(local_ray, tmp_path):
+    hosts = Hosts(tmp_path, 2)
+    ray.get(hosts.save(tmp_path, "000001", 1))
+    assert outcome(hosts.keeper, "000001", deadline_s=30) is None
+    shard = hosts.roots[1] / "checkpoints" / "000001" / "pretrained_model" / "pytorch_model_fsdp_0" / "__1_0.distcp"
+    shard.write_text("attempt 1 host X")  # the same size, other bytes
+    with pytest.raises(RuntimeError, match="not what its manifest says"):
+        fetch_directory(hosts.keeper, "000001", tmp_path / "fetched" / "000001", hosts.stores[0])
+    assert ray.get(hosts.keeper.newest_complete.remote()) is None
+    assert LocalStore(hosts.roots[0] / "checkpoints").names() == []
+    shutil.rmtree(tmp_path / "fetched", ignore_errors=True)
