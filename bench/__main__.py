@@ -12,6 +12,8 @@
 3. recovery: from SIGKILL of a training worker to the first resumed training step, and its phases.
 4. interruption: SIGTERM to a run whose periodic saves are far away: the steps lost (the step training had
    reached vs the step a rerun resumes from) and the seconds from SIGTERM to the published checkpoint.
+5. sharded-checkpoints: seconds from a sharded save to its complete checkpoint on 2, 4 and 8 simulated hosts
+   (``bench/sharded_checkpoints.py``; needs root, as the simulated hosts do).
 """
 
 import argparse
@@ -26,6 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import sharded_checkpoints
 from raycluster.dataset import SyntheticDatasetSpec, make_synthetic_dataset
 from raycluster.demo import TINY_ACT
 from raycluster.training.phases import RECOVERY, START_UP
@@ -263,6 +266,9 @@ class Bench:
             ),
         ]
 
+    def sharded_checkpoints(self) -> None:
+        self.rows += sharded_checkpoints.rows(self.work, self.env)
+
     def print(self) -> None:
         print(
             f"\ntiny ACT, {self.workers} CPU workers, batch 4 per worker; training and checkpoints {self.steps} steps, "
@@ -289,7 +295,16 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=80)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument(
-        "--only", choices=["training", "lerobot-main", "curves", "checkpoints", "recovery", "interruption"]
+        "--only",
+        choices=[
+            "training",
+            "lerobot-main",
+            "curves",
+            "checkpoints",
+            "recovery",
+            "interruption",
+            "sharded-checkpoints",
+        ],
     )
     parser.add_argument("--keep", action="store_true", help="keep the work dir (datasets, runs, checkpoints)")
     args = parser.parse_args()
@@ -302,6 +317,7 @@ def main() -> None:
             ("checkpoints", bench.checkpoint_stall),
             ("recovery", bench.recovery),
             ("interruption", bench.interruption),
+            ("sharded-checkpoints", bench.sharded_checkpoints),
         ):
             if args.only in (None, part):
                 run()

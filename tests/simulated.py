@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -102,17 +103,37 @@ def assert_clean() -> None:
     assert not left, "left behind by a simulated job: " + "; ".join(left)
 
 
-def wait_for_log(path: Path, text: str, timeout: float = 300) -> None:
+def wait_for_log(path: Path, text: str, timeout: float = 300, sim: Sim | None = None) -> None:
+    """Until ``text`` is in ``path``; given the ``sim`` that writes it, no longer than that sim runs."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if path.exists() and text in path.read_text():
             return
+        if sim is not None and sim.process.poll() is not None:
+            raise AssertionError(f"the simulated job ended before {text!r} appeared in {path}")
         time.sleep(0.5)
     raise AssertionError(f"{text!r} never appeared in {path}")
 
 
-def head_checkpoints(workdir: Path) -> Path:
-    return workdir / "algo-1" / "opt" / "ml" / "checkpoints" / "lerobot" / "checkpoints"
+def host_checkpoints(workdir: Path, host: str = "algo-1") -> Path:
+    """What ``host``'s own /opt/ml/checkpoints holds of the job's checkpoints."""
+    return workdir / host / "opt" / "ml" / "checkpoints" / "lerobot" / "checkpoints"
+
+
+def synced(workdir: Path) -> Path:
+    """What the job's checkpoint S3 URI holds once SageMaker has synced every host's /opt/ml/checkpoints to it
+    (each host's files, a delete on any host mirrored): the hosts' trees merged, as a fresh copy each call."""
+    merged = workdir / "synced-checkpoints"
+    shutil.rmtree(merged, ignore_errors=True)
+    merged.mkdir()
+    for host in sorted(workdir.glob("algo-*")):
+        if (host / "opt" / "ml" / "checkpoints").is_dir():
+            shutil.copytree(host / "opt" / "ml" / "checkpoints", merged, dirs_exist_ok=True, symlinks=True)
+    return merged
+
+
+def synced_checkpoints(workdir: Path) -> Path:
+    return synced(workdir) / "lerobot" / "checkpoints"
 
 
 def assert_all_complete(root: Path) -> None:

@@ -137,9 +137,7 @@ class Hosts:
     def __init__(self, tmp_path, count: int, keep: int = 0, part_deadline_s: float = 300):
         self.roots = [tmp_path / f"algo-{n + 1}" / "checkpoints" for n in range(count)]
         self.keeper = CheckpointKeeper.remote(str(self.roots[0]), keep, part_deadline_s=part_deadline_s)
-        self.stores = [
-            PartStore.remote(str(root), str(root.parent / "staging"), self.keeper) for root in self.roots
-        ]
+        self.stores = [PartStore.remote(str(root), str(root.parent / "staging"), self.keeper) for root in self.roots]
         ray.get(self.keeper.attach.remote(self.stores))
 
     def save(self, tmp_path, name: str, attempt: int, hosts=None, payload: bytes = b"") -> list:

@@ -12,7 +12,7 @@ import pytest
 from conftest import TINY_ACT_HPS
 from raycluster.checkpoints.part_store import TESTING_PUBLISH_DELAY
 from raycluster.sim.job import KILL_AFTER_S
-from simulated import Sim, assert_all_complete, assert_clean, head_checkpoints, logged_steps, wait_for_log
+from simulated import Sim, assert_all_complete, assert_clean, logged_steps, synced_checkpoints, wait_for_log
 
 pytestmark = [
     pytest.mark.slow,
@@ -50,7 +50,7 @@ def stop_and_time(sim: Sim) -> tuple[dict, float]:
 
 def assert_nothing_partial(workdir: Path) -> None:
     """Under the checkpoint root only whole checkpoints: no staging, no half-renamed copy, no bad manifest."""
-    root = head_checkpoints(workdir)
+    root = synced_checkpoints(workdir)
     if root.exists():
         assert all(p.name.isdigit() and p.is_dir() for p in root.iterdir()), sorted(os.listdir(root))
         assert_all_complete(root)
@@ -73,7 +73,7 @@ def test_sigterm_before_training_ends_every_host_with_nothing_saved(job, tmp_pat
     report(fault, seconds, result)
     assert seconds < KILL_AFTER_S and all(h["exit_code"] == 143 for h in result.values()), (seconds, result)
     assert all("SIGTERM" in h["failure"] for h in result.values()), result
-    assert not head_checkpoints(tmp_path).exists() or not any(head_checkpoints(tmp_path).iterdir())
+    assert not synced_checkpoints(tmp_path).exists() or not any(synced_checkpoints(tmp_path).iterdir())
     assert_clean()
 
 
@@ -92,7 +92,7 @@ def test_sigterm_twice_mid_training_saves_the_step_reached_once(job, tmp_path):
     step = max(logged_steps(tmp_path / "algo-1" / "log.txt"))
     said = f"stopped by SIGTERM at step {step}; checkpoint {step} saved"
     assert seconds < KILL_AFTER_S and all(h == {"exit_code": 143, "failure": said} for h in result.values()), result
-    assert os.listdir(head_checkpoints(tmp_path)) == [f"{step:06d}"]
+    assert os.listdir(synced_checkpoints(tmp_path)) == [f"{step:06d}"]
     assert_nothing_partial(tmp_path)
     assert_clean()
 
@@ -138,7 +138,7 @@ def test_a_dashboard_that_stops_answering_does_not_hold_the_stop(job, tmp_path):
     step = int(re.fullmatch(r"stopped by SIGTERM at step (\d+); checkpoint \d+ saved", result["algo-1"]["failure"])[1])
     said = f"stopped by SIGTERM at step {step}; checkpoint {step} saved"
     assert seconds < KILL_AFTER_S and all(h == {"exit_code": 143, "failure": said} for h in result.values()), result
-    assert reached <= step and os.listdir(head_checkpoints(tmp_path)) == [f"{step:06d}"], (reached, step)
+    assert reached <= step and os.listdir(synced_checkpoints(tmp_path)) == [f"{step:06d}"], (reached, step)
     assert "SIGTERM to the job's driver" in (tmp_path / "algo-1" / "log.txt").read_text()
     assert_nothing_partial(tmp_path)
     assert_clean()

@@ -9,6 +9,7 @@ from lerobot.scripts import lerobot_train
 from lerobot.utils import constants
 
 from conftest import COMMON, LEROBOT_LINE, TINY_ACT, dataset_flags, logged_losses
+from raycluster.cluster_config import ClusterConfig
 from raycluster.errors import UsageError
 from raycluster.training import lerobot_api
 from raycluster.training.lerobot_api import LoopHooks
@@ -41,6 +42,19 @@ def test_flag_parser_parses_and_names_what_it_rejects(tmp_path):
     assert cfg.policy.type == "act" and cfg.policy.dim_model == 64
     with pytest.raises(UsageError, match="no_such_field"):
         lerobot_api.parse_train_config(["--dataset.repo_id=x/y", "--policy.type=act", "--no_such_field=1"], False)
+
+
+def test_a_config_files_checkpoint_format_is_checked_as_resolved(tmp_path):
+    # `checkpoint_format: dcp` in a --config_path file, not in the flags: the line checks what LeRobot resolved.
+    flags = ["--dataset.repo_id=x/y", *TINY_ACT, f"--output_dir={tmp_path / 'out'}"]
+    if os.environ.get(LEROBOT_LINE, "0.6") == "0.6":  # 0.6.x has no such setting: it cannot save dcp at all
+        with pytest.raises(UsageError, match="checkpoint_format"):
+            lerobot_api.parse_train_config([*flags, "--checkpoint_format=dcp"], False)
+        return
+    lerobot_api.parse_train_config([*flags, "--checkpoint_format=dcp"], False)._save_pretrained(tmp_path)
+    cfg = lerobot_api.parse_train_config([f"--config_path={tmp_path / 'train_config.json'}"], False)
+    with pytest.raises(UsageError, match=r"--checkpoint_format=dcp with --cluster.model_dir=/opt/ml/model"):
+        installed_line().check_config(cfg, ClusterConfig(model_dir="/opt/ml/model"))
 
 
 def global_names(code) -> set[str]:

@@ -1,13 +1,15 @@
 """What each LeRobot line makes of our flags, before any worker starts and on every rank: pure planning, so
 it is checked here under whichever LeRobot is installed (LeRobot main itself runs in test_lerobot_main.py)."""
 
+from types import SimpleNamespace
+
 import pytest
 
 from raycluster.cluster_config import ClusterConfig
 from raycluster.errors import UsageError
 from raycluster.training.lerobot_lines.accelerator_built import AcceleratorBuilt
 from raycluster.training.lerobot_lines.accelerator_given import AcceleratorGiven
-from raycluster.training.worker import host_part
+from raycluster.training.shipping import host_part
 
 BUILT, GIVEN = AcceleratorBuilt(), AcceleratorGiven()
 FLAGS = ["--policy.type=act", "--steps=10"]
@@ -65,10 +67,15 @@ def test_lerobot_06_refuses_sharding_in_one_line():
 
 
 def test_a_dcp_only_checkpoint_format_is_refused_where_a_loadable_final_model_is_promised():
-    dcp = [*FLAGS, "--checkpoint_format=dcp"]
-    assert BUILT.plan_args(dcp, ClusterConfig()) == dcp
+    # What LeRobot resolved (flags and --config_path file alike): its CheckpointFormat enum, or its text.
+    dcp, both = (
+        SimpleNamespace(checkpoint_format=SimpleNamespace(value="dcp")),
+        SimpleNamespace(checkpoint_format="safetensors_dcp"),
+    )
+    BUILT.check_config(dcp, ClusterConfig())
+    BUILT.check_config(both, ClusterConfig(model_dir="/opt/ml/model"))  # the model dir gets every host's shards
     with pytest.raises(UsageError, match=r"--checkpoint_format=dcp with --cluster.model_dir=/opt/ml/model"):
-        BUILT.plan_args(dcp, ClusterConfig(model_dir="/opt/ml/model"))
+        BUILT.check_config(dcp, ClusterConfig(model_dir="/opt/ml/model"))
 
 
 def test_the_lowest_rank_on_each_host_ships_that_hosts_part_rank_0s_host_first():

@@ -15,9 +15,18 @@ import boto3
 import pytest
 
 from conftest import REPO, TINY_ACT_HPS, recorded_rows, run_cli
+from raycluster.checkpoints.manifest import MANIFEST
 from raycluster.checkpoints.store import LocalStore
 from raycluster.layout import OUTCOME_PORT
-from simulated import assert_all_complete, assert_clean, head_checkpoints, logged_steps, wait_for_log
+from simulated import (
+    assert_all_complete,
+    assert_clean,
+    host_checkpoints,
+    logged_steps,
+    synced,
+    synced_checkpoints,
+    wait_for_log,
+)
 
 pytestmark = [
     pytest.mark.slow,
@@ -121,12 +130,12 @@ def test_sigterm_on_every_host_saves_the_step_reached_and_the_restarted_job_resu
     stopped = time.monotonic()
     result = sim.finish(timeout=180)
     assert time.monotonic() - stopped < 90  # SageMaker's SIGKILL comes at 120 s
-    names = LocalStore(head_checkpoints(first)).names()
+    names = LocalStore(synced_checkpoints(first)).names()
     assert len(names) == 1, names
     step = int(names[0])
     # The step reached is saved: nothing done before the signal, nor any step trained at all, lies beyond it.
     assert reached <= step and max(logged_steps(first / "algo-1" / "log.txt")) <= step, (reached, step)
-    assert_all_complete(head_checkpoints(first))
+    assert_all_complete(synced_checkpoints(first))
     said = f"stopped by SIGTERM at step {step}; checkpoint {step} saved"
     assert all(h["exit_code"] == 143 and h["failure"] == said for h in result.values()), result
     assert not (first / "algo-1" / "opt" / "ml" / "model" / "pretrained_model").exists()  # no final model
@@ -134,9 +143,7 @@ def test_sigterm_on_every_host_saves_the_step_reached_and_the_restarted_job_resu
 
     # SageMaker restarts the job (spot) with /opt/ml/checkpoints restored from S3.
     second = tmp_path / "second"
-    restarted = job(
-        second, 2, {**hps, "steps": step + 2}, f"--checkpoints={first / 'algo-1' / 'opt' / 'ml' / 'checkpoints'}"
-    )
+    restarted = job(second, 2, {**hps, "steps": step + 2}, f"--checkpoints={synced(first)}")
     result = restarted.finish()
     assert all(h["exit_code"] == 0 for h in result.values()), result
     summary = json.loads((second / "algo-1" / "opt" / "ml" / "model" / "raycluster_summary.json").read_text())
@@ -198,50 +205,84 @@ def test_a_save_that_misses_the_deadline_leaves_the_previous_checkpoint_newest(j
     sim.send_signal(signal.SIGTERM)
     result = sim.finish(timeout=180)
     assert all(h["exit_code"] == 143 and "SIGTERM" in h["failure"] for h in result.values()), result
-    names = LocalStore(head_checkpoints(tmp_path)).names()
+    names = LocalStore(synced_checkpoints(tmp_path)).names()
     assert names and all(int(name) % 3 == 0 for name in names), names  # periodic saves only, each complete
-    assert_all_complete(head_checkpoints(tmp_path))
+    assert_all_complete(synced_checkpoints(tmp_path))
     assert_clean()
 
 
-def test_rank0_off_the_head_ships_checkpoints_to_it_and_each_hosts_ranks_are_one_block(job, tmp_path):
-    # The head trains nothing here, so rank 0 runs on another host and every file crosses the network. Two
-    # workers on each of the two training hosts: Ray Train numbers them host by host, so a shard group of
-    # consecutive ranks (--cluster.sharding=hsdp) never spans two hosts.
+def test_rank0_off_the_head_publishes_on_its_own_host_and_each_hosts_ranks_are_one_block(job, tmp_path):
+    # The head trains nothing here, so rank 0 runs on another host. Two workers on each of the two training
+    # hosts: Ray Train numbers them host by host, so a shard group of consecutive ranks (--cluster.sharding=hsdp)
+    # never spans two hosts.
     first = tmp_path / "first"
     hps = {**TINY_ACT_HPS, "steps": 4, "save_freq": 2, "log_freq": 2, "entry__head_trains": False}
     result = job(first, 3, {**hps, "cluster__num_workers": 4}).finish()
     assert all(h["exit_code"] == 0 for h in result.values()), result
-    assert LocalStore(head_checkpoints(first)).names() == ["000002", "000004"]
-    assert_all_complete(head_checkpoints(first))
+    # What the checkpoint S3 URI holds: both checkpoints, complete. Rank 0's host wrote the files into its own
+    # /opt/ml/checkpoints (no byte crossed to the head), the head only the commit records.
+    assert LocalStore(synced_checkpoints(first)).names() == ["000002", "000004"]
+    assert_all_complete(synced_checkpoints(first))
+    for name in ("000002", "000004"):
+        assert [p.name for p in (host_checkpoints(first) / name).iterdir()] == [MANIFEST]
+    holders = [host for host in ("algo-2", "algo-3") if (host_checkpoints(first, host) / "000004").exists()]
+    assert len(holders) == 1, holders
     model = first / "algo-1" / "opt" / "ml" / "model"
     assert json.loads((model / "raycluster_summary.json").read_text())["world_size"] == 4
-    for worker in ("algo-2", "algo-3"):
-        assert not (first / worker / "opt" / "ml" / "checkpoints" / "lerobot").exists()
     log = (first / "algo-1" / "log.txt").read_text()
     # Rank 0 logs every rank's own node address (all-gathered), grouped by host.
     blocks = re.search(r"ranks by host: (\S+): 0-1, (\S+): 2-3\n", log)
     assert blocks and blocks.group(1) != blocks.group(2), re.findall(r"ranks by host: .*", log)
 
 
-def test_sharded_checkpoints_from_two_hosts_are_published_whole_and_load_back_on_every_rank(job, tmp_path):
-    """Real DCP shards (FSDP2 over gloo), each rank's written on its own host, gathered by the keeper."""
-    hps = {"entry__job": "jobs/dcp_gather.py", "workers": 4}
-    result = job(tmp_path, 2, hps, f"--include={REPO / 'tests' / 'jobs' / 'dcp_gather.py'}").finish(timeout=300)
+SHARDED = f"--include={REPO / 'tests' / 'jobs' / 'sharded_checkpoints.py'}"
+
+
+def records(root: Path) -> dict[str, dict]:
+    """Every checkpoint's commit record, by name (one without a record is no checkpoint)."""
+    store = LocalStore(root)
+    return {name: store.manifest(name) for name in store.names() if store.manifest(name) is not None}
+
+
+def test_sharded_checkpoints_of_eight_hosts_hold_through_a_killed_worker_and_sigterm_and_resume_on_four(job, tmp_path):
+    """Real DCP shards (FSDP2 over gloo), one rank per host, through raycluster's own shipping: attempt 1's rank
+    on the last host is SIGKILLed after writing its shards of step 2 and before shipping them, Ray Train
+    restarts, attempt 2 saves step 2 again and goes on until SIGTERM; then a 4-host job resumes from S3."""
+    eight = tmp_path / "eight"
+    hps = {"entry__job": "jobs/sharded_checkpoints.py", "workers": 8, "steps": 1000, "kill_at": 2, "step_s": 0.5}
+    sim = job(eight, 8, hps, SHARDED)
+    wait_for_log(eight / "algo-1" / "log.txt", "attempt 2: step 4 saved", timeout=900, sim=sim)
+    sim.send_signal(signal.SIGTERM)
+    result = sim.finish(timeout=240)
+    assert all(h["exit_code"] == 143 for h in result.values()), result
+    log = (eight / "algo-1" / "log.txt").read_text()
+    assert "checkpoint 000002 (attempt 1) not published: abandoned by a restart" in log, log[-5000:]
+    assert "attempt 2 on 8 ranks resumed from step 1: every rank loaded the weights of step 1: True" in log
+    view = synced_checkpoints(eight)
+    kept = records(view)  # what S3 holds: every checkpoint with a commit record is whole
+    assert all(LocalStore(view).problems(name) is None for name in kept), [LocalStore(view).problems(n) for n in kept]
+    # Parts placed after the last commit record (SIGTERM came between): no checkpoint, never resumed from.
+    assert all(int(name) > max(map(int, kept)) for name in set(LocalStore(view).names()) - kept.keys())
+    assert {"000001", "000002", "000003", "000004"} <= kept.keys(), sorted(kept)
+    for name, record in kept.items():  # never two attempts in one checkpoint: the record's and the files' own word
+        attempts = {entry["attempt"] for entry in record.values()}
+        written = {(view / name / r).read_text() for r in record if "attempt_rank" in r}
+        assert len(attempts) == 1 and written == {str(*attempts)} and len(written) == 1, (name, attempts, written)
+        assert sum(r.endswith(".distcp") for r in record) == 8
+    assert {entry["attempt"] for entry in kept["000002"].values()} == {2}  # saved again, by attempt 2 alone
+    for host in (f"algo-{n}" for n in range(1, 9)):  # each host holds its own rank's shard of a checkpoint
+        assert len(list((host_checkpoints(eight, host) / "000003").rglob("*.distcp"))) == 1, host
+        assert not list((eight / host / "opt" / "ml" / "raycluster-staging").rglob("*.attempt1.*")), host
+    newest = max(map(int, kept))
+    assert_clean()
+
+    # A new job given the same S3 URI, on 4 hosts: SageMaker restores the whole prefix onto every host.
+    four = tmp_path / "four"
+    hps = {**hps, "workers": 4, "resume_only": True}
+    result = job(four, 4, hps, SHARDED, f"--checkpoints={synced(eight)}").finish(timeout=600)
     assert all(h["exit_code"] == 0 for h in result.values()), result
-    # Each host held its own two ranks' shards only (rank 0, wherever Ray placed it, also the .metadata): the
-    # published checkpoint needed both hosts' parts.
-    held = [
-        {p.name for p in (tmp_path / host / "scratch" / "dcp" / "checkpoints" / "000001").rglob("*.distcp")}
-        for host in ("algo-1", "algo-2")
-    ]
-    assert len(held[0]) == len(held[1]) == 2 and not held[0] & held[1], held
-    published = head_checkpoints(tmp_path) / "000001" / "pretrained_model" / "pytorch_model_fsdp_0"
-    assert sorted(p.name for p in published.iterdir()) == [".metadata", *(f"__{r}_0.distcp" for r in range(4))]
-    assert_all_complete(head_checkpoints(tmp_path))
-    log = (tmp_path / "algo-1" / "log.txt").read_text()
-    # Every rank's weights equal the saved model's after the load (and differed before it).
-    assert len(re.findall(r"rank \d on \S+: weights restored: True, failed uploads: \{\}", log)) == 4, log[-3000:]
+    said = f"on 4 ranks resumed from step {newest}: every rank loaded the weights of step {newest}: True"
+    assert said in (four / "algo-1" / "log.txt").read_text()
     assert_clean()
 
 

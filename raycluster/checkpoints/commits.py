@@ -7,11 +7,9 @@ waits for another host, whatever their number. Mixed into ``CheckpointKeeper``, 
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 
-from raycluster.checkpoints.manifest import MANIFEST
 from raycluster.checkpoints.parts import Complete, GivenUp, Part
 
 log = logging.getLogger(__name__)
@@ -119,7 +117,7 @@ class PartCommits:
         """``name`` was committed here from several hosts' parts (no one host's save holds all of it)."""
         if name not in self._holders:
             return False
-        record = json.loads((self.store.local_copy(name) / MANIFEST).read_text())
+        record = self.store.manifest(name)
         return len({entry.get("part", 0) for entry in record.values()}) > 1
 
     def failures_by_name(self) -> dict[str, str]:

@@ -177,7 +177,7 @@ class CheckpointKeeper(PartCommits):
         """Who serves each file of ``name`` to a fetch: the host whose part it was, when committed here from
         parts; this keeper otherwise (its root holds the whole checkpoint: restored, local or S3)."""
         me = ray.get_runtime_context().current_actor
-        manifest = json.loads((self.store.local_copy(name) / MANIFEST).read_text())
+        manifest = self.store.manifest(name)
         return {relpath: self._holders.get(name, {}).get(relpath, me) for relpath in manifest}
 
     def manifest(self, name: str) -> dict[str, dict]:
@@ -185,11 +185,11 @@ class CheckpointKeeper(PartCommits):
         with self._lock:
             self._readers[name] += 1
             self._read_at[name] = time.monotonic()
-        try:
-            return json.loads((self.store.local_copy(name) / MANIFEST).read_text())
-        except Exception:
+        record = self.store.manifest(name) if name in self.store.names() else None
+        if record is None:
             self.release(name)
-            raise
+            raise RuntimeError(f"checkpoint {name} has no commit record in {self.store}")
+        return record
 
     def release(self, name: str) -> None:
         with self._lock:

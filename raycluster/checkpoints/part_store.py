@@ -59,7 +59,7 @@ class PartStore:
         """Copy ``source`` (this host's part of ``name``; a missing directory is an empty part) into staging,
         hash the copy, and hand its manifest to the keeper. Returns the bytes staged; raises if it could not
         be staged, after telling the keeper (the checkpoint then fails, and nothing of it is published)."""
-        staged = self._staged(name, attempt, part)
+        staged, started = self._staged(name, attempt, part), time.monotonic()
         try:
             shutil.rmtree(staged, ignore_errors=True)
             staged.mkdir(parents=True)
@@ -67,21 +67,27 @@ class PartStore:
                 if path.is_file() and path.name != MANIFEST:
                     link_or_copy(path, staged / path.relative_to(source))
             manifest = manifest_of(staged)
-            testing_delay()
         except Exception as exc:
             shutil.rmtree(staged, ignore_errors=True)
             self.keeper.part_failed.remote(name, attempt, part, f"{type(exc).__name__}: {exc}")
             raise
-        me = ray.get_runtime_context().current_actor
+        me, size = ray.get_runtime_context().current_actor, sum(entry["size"] for entry in manifest.values())
         self.keeper.part_arrived.remote(name, attempt, part, parts, manifest, me)
-        return sum(entry["size"] for entry in manifest.values())
+        log.info(
+            "staged part %d of %d of checkpoint %s (attempt %d): %.1f MB in %.2fs",
+            part, parts, name, attempt, size / 2**20, time.monotonic() - started,
+        )  # fmt: skip
+        return size
 
     def place(self, name: str, attempt: int, part: int, manifest: dict[str, dict]) -> None:
         """The keeper has every part of ``name`` from ``attempt``: this one goes into this host's root. The
         keeper hears back either way (it writes the commit record once every host's part is in place)."""
+        staged = self._staged(name, attempt, part)
         try:
-            self.store.place(self._staged(name, attempt, part), name, manifest)
+            testing_delay()
+            self.store.place(staged, name, manifest)
         except Exception as exc:
+            shutil.rmtree(staged, ignore_errors=True)
             self.keeper.part_placed.remote(name, attempt, part, f"{type(exc).__name__}: {exc}")
             return
         self.keeper.part_placed.remote(name, attempt, part, None)

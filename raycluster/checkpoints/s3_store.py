@@ -68,7 +68,7 @@ class S3Store:
     def commit(self, name: str, manifest: dict) -> None:
         self.s3.put_object(Bucket=self.bucket, Key=self._key(name, MANIFEST), Body=json.dumps(manifest, indent=1))
 
-    def _manifest(self, name: str) -> dict | None:
+    def manifest(self, name: str) -> dict | None:
         try:
             body = self.s3.get_object(Bucket=self.bucket, Key=self._key(name, MANIFEST))["Body"].read()
         except self.s3.exceptions.NoSuchKey:
@@ -76,7 +76,7 @@ class S3Store:
         return json.loads(body)
 
     def problems(self, name: str) -> str | None:
-        manifest = self._manifest(name)
+        manifest = self.manifest(name)
         if manifest is None:
             return "no manifest (an upload that never finished)"
         objects = self._objects(self._key(name) + "/")
@@ -124,7 +124,7 @@ class S3Store:
             self._cache = self._cache or Path(tempfile.mkdtemp(prefix="raycluster-s3-"))
             target = self._cache / name
             shutil.rmtree(target, ignore_errors=True)
-            manifest = self._manifest(name) or {}
+            manifest = self.manifest(name) or {}
             # Only what the manifest lists, each inside the checkpoint: a stray key names nothing on this host.
             for relpath in [*manifest, MANIFEST]:
                 path = within(target, relpath)

@@ -42,6 +42,9 @@ class CheckpointStore(Protocol):
         """Put one host's part (``staged``, no manifest) into ``name`` beside the other hosts' parts; raises
         unless every file of ``manifest`` is then in the store at its size. Uncommitted until ``commit``."""
 
+    def manifest(self, name: str) -> dict | None:
+        """``name``'s commit record, None if it has none."""
+
     def commit(self, name: str, manifest: dict) -> None:
         """Write ``name``'s commit record (the manifest of every part), last: only this makes it complete."""
 
@@ -120,10 +123,12 @@ class LocalStore:
         incoming.write_text(json.dumps(manifest, indent=1))
         incoming.rename(final / MANIFEST)
 
+    def manifest(self, name: str) -> dict | None:
+        record = self.root / name / MANIFEST
+        return json.loads(record.read_text()) if record.is_file() else None
+
     def problems(self, name: str) -> str | None:
-        path = self.root / name
-        manifest = path / MANIFEST
-        return problems(path, json.loads(manifest.read_text()) if manifest.is_file() else None)
+        return problems(self.root / name, self.manifest(name))
 
     def quarantine(self, name: str, reason: str) -> None:
         aside = self.root.parent / QUARANTINE / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"

@@ -81,6 +81,17 @@ def decide_start(args: list[str], keeper, cfg, attempt: int, local_steps: list[i
     return Start(args, attempt=attempt)
 
 
+def drop_abandoned_saves(output_dir: Path, start: Start) -> None:
+    """This node's step directories beyond where a restarted (or keeper-resumed) attempt starts were written by
+    an attempt that failed: removed, so that a step saved again holds this attempt's files only (a rank that
+    landed on another host this time would otherwise leave its old shards in the part this host ships)."""
+    if start.attempt == 1 and start.from_keeper is None:
+        return
+    for step_dir in checkpoints_dir(output_dir).glob("[0-9]*"):
+        if step_dir.name.isascii() and step_dir.name.isdigit() and int(step_dir.name) > (start.resumed_from or 0):
+            shutil.rmtree(step_dir, ignore_errors=True)
+
+
 def final_checkpoint(keeper, output_dir: Path, published: list[str], local_store=None) -> Path | None:
     """The newest checkpoint of the run's policy: this node's ``last``, unless the keeper holds a newer complete
     one (``published``: a restart resumed past what this node saved), or one of several hosts' parts (this

@@ -98,9 +98,11 @@ def prepare_lerobot_args(cluster: ClusterConfig, args: list[str], resuming: bool
     with ours, and pin the output dir so that every worker (and this driver) agree on it even when LeRobot
     would have made one up from the clock. A run that will resume from the keeper's checkpoint is only
     parsed: its output dir may exist, and LeRobot validates the saved config when it resumes."""
-    args = installed_line().plan_args(args, cluster)
+    line = installed_line()
+    args = line.plan_args(args, cluster)
     resumed_step(args)  # a --config_path we could not read a step from: refused before any cluster starts
     cfg = parse_train_config(args, validate=not resuming)
+    line.check_config(cfg, cluster)
     if cfg.dataset is not None and cfg.dataset.root is not None:
         check_dataset_root(Path(cfg.dataset.root))
     if flag_value(args, "output_dir") is None:

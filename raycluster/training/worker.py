@@ -20,7 +20,7 @@ from raycluster.training.lerobot_api import checkpoints_dir, newest_checkpoint, 
 from raycluster.training.lerobot_lines import Placement, installed_line
 from raycluster.training.phases import LoopPhases, Phase
 from raycluster.training.recorder import StepRecorder
-from raycluster.training.resume import Start, decide_start, final_checkpoint
+from raycluster.training.resume import Start, decide_start, drop_abandoned_saves, final_checkpoint
 from raycluster.training.shipping import Shipper, checkpoint_shipping, outcome
 from raycluster.training.summary import Measured
 
@@ -68,6 +68,8 @@ def agree_on_start(worker: WorkerConfig, cfg, rank: int, local_rank: int, world_
         decision = [decide_start(worker.lerobot_args, worker.checkpoint_keeper, cfg, attempt, local_steps)]
     dist.broadcast_object_list(decision, src=0)
     start: Start = decision[0]
+    if local_rank == 0:
+        drop_abandoned_saves(Path(cfg.output_dir), start)
     if start.from_keeper and local_rank == 0:
         target = checkpoints_dir(Path(cfg.output_dir)) / start.from_keeper
         fetch_directory(worker.checkpoint_keeper, start.from_keeper, target, local_part_store(worker))

@@ -45,6 +45,10 @@ class LeRobotLine(Protocol):
         """On the driver, before any worker starts: LeRobot's flags as this line takes ours; a combination it
         cannot run is refused (UsageError)."""
 
+    def check_config(self, cfg, cluster: ClusterConfig) -> None:
+        """On the driver, once LeRobot has resolved the flags (a ``--config_path`` file included): a setting
+        this line cannot honour with ours is refused (UsageError)."""
+
     def worker_args(self, args: list[str], hosts: list[str], sharding: str) -> list[str]:
         """On every rank, once the ranks know each other's hosts (``hosts[rank]``): the flags that depend on
         where the ranks landed."""

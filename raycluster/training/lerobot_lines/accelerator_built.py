@@ -61,12 +61,6 @@ class AcceleratorBuilt:
             )
         if cluster.mixed_precision in ("fp16", "bf16"):  # `no` is LeRobot's default (and YAML reads it as false)
             args = [*args, f"--{PRECISION}={cluster.mixed_precision}"]
-        if cluster.model_dir and flag_value(args, "checkpoint_format") == "dcp":
-            raise UsageError(
-                f"--checkpoint_format=dcp with --cluster.model_dir={cluster.model_dir}: a dcp checkpoint has no "
-                "model.safetensors, so the model dir would hold nothing from_pretrained loads; use safetensors "
-                "(the default) or safetensors_dcp"
-            )
         replicate, shard = given_degree(args, REPLICATE), given_degree(args, SHARD)
         if replicate and shard and replicate > 0 and shard > 0 and replicate * shard != cluster.num_workers:
             raise UsageError(
@@ -74,6 +68,15 @@ class AcceleratorBuilt:
                 f"--cluster.num_workers={cluster.num_workers}: make the product the number of workers"
             )
         return args
+
+    def check_config(self, cfg, cluster: ClusterConfig) -> None:
+        # The resolved config, not the flag: `checkpoint_format: dcp` may come from a --config_path file.
+        if cluster.model_dir and getattr(cfg.checkpoint_format, "value", cfg.checkpoint_format) == "dcp":
+            raise UsageError(
+                f"--checkpoint_format=dcp with --cluster.model_dir={cluster.model_dir} (from the flags or the "
+                "--config_path file): a dcp checkpoint has no model.safetensors, so the model dir would hold "
+                "nothing from_pretrained loads; use safetensors (the default) or safetensors_dcp"
+            )
 
     def worker_args(self, args: list[str], hosts: list[str], sharding: str) -> list[str]:
         if sharding == "none":

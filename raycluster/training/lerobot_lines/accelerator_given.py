@@ -51,6 +51,9 @@ class AcceleratorGiven:
             )
         return args
 
+    def check_config(self, cfg, cluster: ClusterConfig) -> None:
+        """0.6.x saves safetensors only: nothing to refuse."""
+
     def worker_args(self, args: list[str], hosts: list[str], sharding: str) -> list[str]:
         return args
 

@@ -1,0 +1,55 @@
+"""``make bench ARGS="--only sharded-checkpoints"``: how long a sharded checkpoint takes to become complete on 2, 4
+and 8 simulated hosts (network namespaces, SageMaker's own driver) with the same bytes per host. The parts travel
+in parallel, each host into its own root: the seconds should not grow with the host count (a funnel's do).
+
+Each host's one rank saves real DCP shards plus ``PAYLOAD_MB`` of optimizer-like state, through raycluster's own
+shipping, part stores and keeper (``tests/jobs/sharded_checkpoints.py``); rank 0 waits for each checkpoint to be
+complete and prints the seconds since every rank's save returned.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+HOSTS = (2, 4, 8)
+PAYLOAD_MB = 48
+CHECKPOINTS = 4
+JOB = Path(__file__).resolve().parent.parent / "tests" / "jobs" / "sharded_checkpoints.py"
+
+
+def seconds_to_complete(work: Path, hosts: int, env: dict) -> tuple[list[float], str]:
+    """Each checkpoint's seconds from the save to complete, and the job's word on what was not published."""
+    workdir = work / f"sharded-{hosts}"
+    workdir.mkdir(parents=True)
+    hps = {"entry__job": "jobs/sharded_checkpoints.py", "workers": hosts, "steps": CHECKPOINTS}
+    (workdir / "hps.json").write_text(json.dumps({**hps, "payload_mb": PAYLOAD_MB, "wait_each": True}))
+    command = [sys.executable, "-m", "raycluster", "sim", f"--workdir={workdir}", f"--hosts={hosts}"]
+    command += [f"--hyperparameters={workdir / 'hps.json'}", f"--include={JOB}"]
+    print(f"bench: sharded checkpoints on {hosts} simulated hosts ...", flush=True)
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
+    log = (workdir / "algo-1" / "log.txt").read_text() if (workdir / "algo-1" / "log.txt").exists() else ""
+    if done.returncode != 0:
+        sys.exit(f"sharded-checkpoints bench on {hosts} hosts failed ({done.returncode}):\n{log[-3000:]}")
+    seconds = [float(s) for s in re.findall(r"checkpoint \d+: complete ([\d.]+)s after its save", log)]
+    return seconds, re.search(r"not published: (.*)", log).group(1)
+
+
+def rows(work: Path, env: dict) -> list[tuple[str, str, float, float, str, str]]:
+    """The bench's table rows: the median over each run's checkpoints after the first (which pays warm-up)."""
+    medians = {}
+    for hosts in HOSTS:
+        seconds, lost = seconds_to_complete(work, hosts, env)
+        if len(seconds) != CHECKPOINTS or lost != "{}":
+            sys.exit(f"sharded-checkpoints bench on {hosts} hosts: {len(seconds)} complete, not published: {lost}")
+        medians[hosts] = statistics.median(seconds[1:])
+    table = [
+        ("sharded", f"save -> complete, {hosts} hosts x {PAYLOAD_MB} MB", float("nan"), s, "", "")
+        for hosts, s in medians.items()
+    ]
+    ratio = medians[8] / medians[2]
+    return [*table, ("sharded", "ratio_8_to_2", float("nan"), ratio, f"{ratio:.2f}", "<= 1.5")]
