@@ -4,7 +4,9 @@ in parallel, each host into its own root: the seconds should not grow with the h
 
 Each host's one rank saves real DCP shards plus ``PAYLOAD_MB`` of optimizer-like state, through raycluster's own
 shipping, part stores and keeper (``tests/jobs/sharded_checkpoints.py``); rank 0 waits for each checkpoint to be
-complete and prints the seconds since every rank's save returned.
+complete and prints the seconds since every rank's save returned. The keeper says how long after the last
+part's arrival it wrote the record: the protocol's own share (placing and recording), apart from each host's
+staging (copy and hash), which on this machine's 2 cores all simulated hosts share.
 """
 
 from __future__ import annotations
@@ -36,20 +38,32 @@ def seconds_to_complete(work: Path, hosts: int, env: dict) -> tuple[list[float],
     if done.returncode != 0:
         sys.exit(f"sharded-checkpoints bench on {hosts} hosts failed ({done.returncode}):\n{log[-3000:]}")
     seconds = [float(s) for s in re.findall(r"checkpoint \d+: complete ([\d.]+)s after its save", log)]
-    return seconds, re.search(r"not published: (.*)", log).group(1)
+    protocol = [float(s) for s in re.findall(r"published checkpoint \d+ .*, ([\d.]+)s after its last", log)]
+    return seconds, protocol, re.search(r"not published: (.*)", log).group(1)
 
 
 def rows(work: Path, env: dict) -> list[tuple[str, str, float, float, str, str]]:
     """The bench's table rows: the median over each run's checkpoints after the first (which pays warm-up)."""
-    medians = {}
+    whole, own, table = {}, {}, []
     for hosts in HOSTS:
-        seconds, lost = seconds_to_complete(work, hosts, env)
-        if len(seconds) != CHECKPOINTS or lost != "{}":
+        seconds, protocol, lost = seconds_to_complete(work, hosts, env)
+        if len(seconds) != CHECKPOINTS or len(protocol) != CHECKPOINTS or lost != "{}":
             sys.exit(f"sharded-checkpoints bench on {hosts} hosts: {len(seconds)} complete, not published: {lost}")
-        medians[hosts] = statistics.median(seconds[1:])
-    table = [
-        ("sharded", f"save -> complete, {hosts} hosts x {PAYLOAD_MB} MB", float("nan"), s, "", "")
-        for hosts, s in medians.items()
+        whole[hosts], own[hosts] = statistics.median(seconds[1:]), statistics.median(protocol[1:])
+        table += [
+            ("sharded", f"save -> complete, {hosts} hosts x {PAYLOAD_MB} MB", float("nan"), whole[hosts], "", ""),
+            ("sharded", f"  of it last part -> record, {hosts} hosts", float("nan"), own[hosts], "", ""),
+        ]
+    ratio, protocol_ratio = whole[8] / whole[2], own[8] / own[2]
+    return [
+        *table,
+        ("sharded", "ratio_8_to_2 (2 shared cores)", float("nan"), ratio, f"{ratio:.2f}", "<= 1.5"),
+        (
+            "sharded",
+            "ratio_8_to_2, last part -> record",
+            float("nan"),
+            protocol_ratio,
+            f"{protocol_ratio:.2f}",
+            "<= 1.5",
+        ),
     ]
-    ratio = medians[8] / medians[2]
-    return [*table, ("sharded", "ratio_8_to_2", float("nan"), ratio, f"{ratio:.2f}", "<= 1.5")]

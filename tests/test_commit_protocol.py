@@ -121,6 +121,22 @@ def test_a_failed_part_fails_its_checkpoint_before_and_after_the_others_arrive()
     assert refused.reason == "part 0 failed: disk full"
 
 
+def test_a_set_given_up_is_never_reopened_by_a_late_part():
+    parts = PartSet(deadline_s=60)
+    parts.arrived("000100", 1, 2, part(0), now=0.0)
+    parts.expired(now=61.0)
+    (late,) = parts.arrived("000100", 1, 2, part(1), now=62.0)  # the slow host's part, after the deadline
+    assert "never arrived within 60 s" in late.reason and parts.pending_names() == set()
+
+
+def test_a_stale_attempts_failure_does_not_fail_the_new_attempts_checkpoint():
+    parts = PartSet()
+    parts.begin_attempt(2)
+    parts.failed("000100", 1, 1, "its source was moved aside")  # attempt 1's part store, still staging
+    parts.arrived("000100", 2, 2, part(0), now=0.0)
+    assert completes(parts.arrived("000100", 2, 2, part(1), now=1.0))
+
+
 # -- the keeper and real part stores, one root per host --------------------------------------------------
 
 

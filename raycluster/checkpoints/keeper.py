@@ -22,10 +22,11 @@ from pathlib import Path
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from raycluster.checkpoints.commits import PartCommits
-from raycluster.checkpoints.manifest import CHUNK_BYTES, MANIFEST, within
+from raycluster.checkpoints.commits import PartCommits, Placing
+from raycluster.checkpoints.manifest import MANIFEST, within
 from raycluster.checkpoints.part_store import link_or_copy, part_stores_on_every_node, testing_delay
-from raycluster.checkpoints.parts import PART_DEADLINE_S, Complete, PartSet
+from raycluster.checkpoints.parts import PART_DEADLINE_S, PartSet
+from raycluster.checkpoints.serving import FetchServing
 from raycluster.checkpoints.store import LocalStore, open_store
 
 log = logging.getLogger(__name__)
@@ -35,7 +36,7 @@ READ_LEASE_S = 300.0
 
 
 @ray.remote(num_cpus=0, max_concurrency=4)
-class CheckpointKeeper(PartCommits):
+class CheckpointKeeper(PartCommits, FetchServing):
     def __init__(
         self, root: str, keep: int = 0, store=None, staging_dir: str = "", read_lease_s: float = READ_LEASE_S,
         part_deadline_s: float = PART_DEADLINE_S,
@@ -58,7 +59,8 @@ class CheckpointKeeper(PartCommits):
         # neither at each save's retention nor in the stop window.
         self._complete: set[str] = set()
         self._parts = PartSet(part_deadline_s)
-        self._placing: dict[str, tuple[Complete, set[int]]] = {}
+        self._placing: dict[str, Placing] = {}
+        self._deleting: set[str] = set()
         # Committed here from parts: who holds each file (another host's root, on SageMaker).
         self._holders: dict[str, dict[str, object]] = {}
         self._failures: dict[str, str] = {}
@@ -127,26 +129,35 @@ class CheckpointKeeper(PartCommits):
             return
         complete = self.complete_names()
         for name in complete[: -self.keep]:
-            with self._lock:
+            with self._lock:  # from here on no fetch may start on it
                 if self._readers[name] and time.monotonic() - self._read_at[name] < self.read_lease_s:
                     log.info("retention: checkpoint %s is being fetched; deleted at a later save", name)
                     continue
+                self._deleting.add(name)
+                self._complete.discard(name)
+                self._readers.pop(name, None)
+                self._read_at.pop(name, None)
             self.store.delete(name)  # the commit record first: from here on nobody takes it for complete
-            self._complete.discard(name)
             for holder in self.part_stores:  # every host's own files of it (a shared root: already gone)
                 holder.delete.remote(name)
-            self._holders.pop(name, None)
+            with self._lock:
+                self._holders.pop(name, None)
+                self._deleting.discard(name)
             log.info("retention (keep %d): deleted checkpoint %s", self.keep, name)
 
     # -- handing back -----------------------------------------------------------------------------
-    def publishing(self) -> bool:
-        """A publish is under way (a restart asks, and waits with a deadline of its own, before resuming)."""
-        with self._lock:
-            return bool(self._publishing)
-
     def newest_complete(self) -> str | None:
         """The newest checkpoint that passes its manifest; incomplete ones are moved aside, not deleted.
-        One committed here from other hosts' parts is checked where it is read: by every fetch of it."""
+        One committed here from other hosts' parts is checked where it is read: by every fetch of it. The
+        answer is held against retention for one read lease, so the fetches that follow find it."""
+        name = self._newest_complete()
+        if name is not None:
+            with self._lock:
+                self._readers[name] += 1  # never released: the lease alone holds it, until the fetches begin
+                self._read_at[name] = time.monotonic()
+        return name
+
+    def _newest_complete(self) -> str | None:
         for name in reversed(self.store.names()):
             with self._lock:
                 if name in self._publishing:  # not complete yet, and not broken either
@@ -172,46 +183,6 @@ class CheckpointKeeper(PartCommits):
         if reason is None:
             self._complete.add(name)
         return reason
-
-    def sources(self, name: str) -> dict[str, object]:
-        """Who serves each file of ``name`` to a fetch: the host whose part it was, when committed here from
-        parts; this keeper otherwise (its root holds the whole checkpoint: restored, local or S3)."""
-        me = ray.get_runtime_context().current_actor
-        manifest = self.store.manifest(name)
-        return {relpath: self._holders.get(name, {}).get(relpath, me) for relpath in manifest}
-
-    def manifest(self, name: str) -> dict[str, dict]:
-        """The start of a fetch: ``name`` is kept until ``release``."""
-        with self._lock:
-            self._readers[name] += 1
-            self._read_at[name] = time.monotonic()
-        record = self.store.manifest(name) if name in self.store.names() else None
-        if record is None:
-            self.release(name)
-            raise RuntimeError(f"checkpoint {name} has no commit record in {self.store}")
-        return record
-
-    def release(self, name: str) -> None:
-        with self._lock:
-            self._readers[name] -= 1
-
-    def touch(self, name: str) -> None:
-        """A fetch reading from other hosts still holds ``name`` against retention."""
-        self._read_at[name] = time.monotonic()
-
-    def quarantine(self, name: str, reason: str) -> None:
-        """A fetch found ``name`` is not what its manifest says: never resumed from again."""
-        with self._lock:
-            self._complete.discard(name)
-            self._holders.pop(name, None)
-        if name in self.store.names():
-            self.store.quarantine(name, reason)
-
-    def read(self, name: str, relpath: str, offset: int) -> bytes:
-        self._read_at[name] = time.monotonic()
-        with within(self.store.local_copy(name), relpath).open("rb") as f:
-            f.seek(offset)
-            return f.read(CHUNK_BYTES)
 
     def complete_names(self) -> list[str]:
         """Every complete checkpoint, oldest step first: each checked against its manifest once in this keeper's

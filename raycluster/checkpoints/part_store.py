@@ -9,6 +9,7 @@ once. No bytes cross hosts to save a checkpoint, and no call here waits for anot
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -79,13 +80,18 @@ class PartStore:
         )  # fmt: skip
         return size
 
-    def place(self, name: str, attempt: int, part: int, manifest: dict[str, dict]) -> None:
-        """The keeper has every part of ``name`` from ``attempt``: this one goes into this host's root. The
-        keeper hears back either way (it writes the commit record once every host's part is in place)."""
+    def place(self, name: str, attempt: int, part: int, manifest: dict[str, dict], whole: dict | None) -> None:
+        """The keeper has every part of ``name`` from ``attempt``: this one goes into this host's root (``whole``:
+        it is the only part, published with this commit record in one rename). The keeper hears back either
+        way, and writes the commit record into its own root once every host's part is in place."""
         staged = self._staged(name, attempt, part)
         try:
             testing_delay()
-            self.store.place(staged, name, manifest)
+            if whole is not None:
+                (staged / MANIFEST).write_text(json.dumps(whole, indent=1))
+                self.store.publish(staged, name)
+            else:
+                self.store.place(staged, name, manifest)
         except Exception as exc:
             shutil.rmtree(staged, ignore_errors=True)
             self.keeper.part_placed.remote(name, attempt, part, f"{type(exc).__name__}: {exc}")

@@ -33,6 +33,7 @@ class Complete:
     parts: dict[int, Part]
     manifest: dict[str, dict]
     first_arrival: float
+    last_arrival: float
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ class PartSet:
         if len(pending.parts) == parts:
             del self._pending[(name, attempt)]
             union = {relpath: entry for p in pending.parts.values() for relpath, entry in p.manifest.items()}
-            decisions.append(Complete(name, attempt, dict(pending.parts), union, pending.first_arrival))
+            decisions.append(Complete(name, attempt, dict(pending.parts), union, pending.first_arrival, now))
         return decisions
 
     def _refusal(self, pending: _Pending, parts: int, part: Part) -> str | None:
@@ -99,6 +100,8 @@ class PartSet:
     def failed(self, name: str, attempt: int, part: int, cause: str) -> list[GivenUp]:
         """``part`` could not be staged: the checkpoint fails, and its parts, here or still to come, are removed."""
         key, reason = (name, attempt), f"part {part} failed: {cause}"
+        if attempt < self.newest_attempt:  # a stale attempt's part: nothing of it is wanted anyway
+            return [GivenUp(name, attempt, [], f"{reason} (attempt {attempt}, abandoned)")]
         self._failed[key] = reason
         return [self._give_up(key, reason)] if key in self._pending else [GivenUp(name, attempt, [], reason)]
 
@@ -123,5 +126,7 @@ class PartSet:
         return f"parts {missing} of {pending.parts_expected} never arrived {when}"
 
     def _give_up(self, key: tuple[str, int], reason: str) -> GivenUp:
+        """Its parts go, and so will any that come late (a set given up is never reopened)."""
+        self._failed[key] = reason
         pending = self._pending.pop(key)
         return GivenUp(key[0], key[1], list(pending.parts.values()), reason)

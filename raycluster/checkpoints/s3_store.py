@@ -109,6 +109,10 @@ class S3Store:
         )
 
     def delete(self, name: str) -> None:
+        with self._downloads:  # a copy verified before is not this name's any more
+            cached = self._verified.pop(name, None)
+        if cached is not None:
+            shutil.rmtree(cached, ignore_errors=True)
         self.s3.delete_object(Bucket=self.bucket, Key=self._key(name, MANIFEST))
         keys = list(self._objects(self._key(name) + "/"))
         for start in range(0, len(keys), 1000):  # DeleteObjects takes 1000 keys a call

@@ -42,11 +42,16 @@ def send_directory(keeper, source: Path, name: str) -> str:
         raise
 
 
-def _copy_from(source, name: str, relpath: str, path: Path) -> None:
+READ_TIMEOUT_S = 120.0
+"""One chunk from another host: a host that does not answer in this long fails the fetch (and the attempt)."""
+
+
+def _copy_from(source, keeper, name: str, relpath: str, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("wb") as f:
-        while data := ray.get(source.read.remote(name, relpath, f.tell())):
+        while data := ray.get(source.read.remote(name, relpath, f.tell()), timeout=READ_TIMEOUT_S):
             f.write(data)
+            keeper.touch.remote(name)  # a long read from another host still holds the checkpoint
 
 
 def fetch_directory(keeper, name: str, target: Path, local=None, only: str = "") -> bool:
@@ -63,13 +68,16 @@ def fetch_directory(keeper, name: str, target: Path, local=None, only: str = "")
         held = ray.get(local.local_files.remote(name, manifest)) if local is not None else {}
         staged = target.with_name(f".{target.name}.fetching-{os.getpid()}")
         shutil.rmtree(staged, ignore_errors=True)
-        for relpath in manifest:
-            if relpath in held:
-                link_or_copy(Path(held[relpath]), within(staged, relpath))
-            else:
-                _copy_from(sources[relpath], name, relpath, within(staged, relpath))
-                keeper.touch.remote(name)
-        reason = problems(staged, manifest)
+        try:
+            for relpath in manifest:
+                if relpath in held:
+                    link_or_copy(Path(held[relpath]), within(staged, relpath))
+                else:
+                    _copy_from(sources[relpath], keeper, name, relpath, within(staged, relpath))
+            reason = problems(staged, manifest)
+        except BaseException:
+            shutil.rmtree(staged, ignore_errors=True)
+            raise
         if reason is not None:
             shutil.rmtree(staged, ignore_errors=True)
             ray.get(keeper.quarantine.remote(name, f"fetched: {reason}"))

@@ -18,8 +18,11 @@ from raycluster.training.lerobot_api import LoopHooks
 
 log = logging.getLogger(__name__)
 
-OUTCOME_DEADLINE_S = 330.0
-"""How long rank 0's end waits for the keeper to decide its newest checkpoint (parts' own deadline + margin)."""
+STAGE_TIMEOUT_S = 600.0
+"""How long this host's part store may take to stage (copy and hash) one part before the part counts as failed."""
+OUTCOME_DEADLINE_S = 630.0
+"""How long rank 0's end waits for the keeper to decide its newest checkpoint (the parts' deadline, then the
+placements'; a margin over both)."""
 
 
 def host_part(hosts: list[str], rank: int) -> tuple[int, int] | None:
@@ -66,7 +69,8 @@ class Shipper:
                 source, self._pending, self._busy = self._pending, None, True
             try:
                 name = source.name
-                ray.get(self.part_store.stage.remote(name, self.attempt, self.part, self.parts, str(source)))
+                staging = self.part_store.stage.remote(name, self.attempt, self.part, self.parts, str(source))
+                ray.get(staging, timeout=STAGE_TIMEOUT_S)
                 prune_older(source)
             except Exception as exc:  # a failed part must not stop training; the next save retries
                 cause = getattr(exc, "cause", None) or exc  # Ray wraps the part store's own error
@@ -78,7 +82,7 @@ class Shipper:
                 self._busy = False
                 self._cond.notify_all()
 
-    def drain(self, timeout: float | None = None) -> bool:
+    def drain(self, timeout: float | None = STAGE_TIMEOUT_S) -> bool:
         with self._cond:
             return self._cond.wait_for(lambda: self._pending is None and not self._busy, timeout)
 
@@ -109,12 +113,12 @@ def checkpoint_shipping(part_stores: dict, rank: int, hosts: list[str], attempt:
     return shipper, Shipping(shipper, after_write=rank != 0)
 
 
-def outcome(keeper, name: str, deadline_s: float = OUTCOME_DEADLINE_S) -> str | None:
+def outcome(keeper, name: str, deadline_s: float = OUTCOME_DEADLINE_S, poll_s: float = 0.2) -> str | None:
     """Wait (polling, bounded) until the keeper has decided ``name``: None once complete, else why not."""
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
         decided, why = ray.get(keeper.outcome.remote(name))
         if decided:
             return why
-        time.sleep(0.2)
+        time.sleep(poll_s)
     return f"not every host's part of it arrived within {deadline_s:.0f} s"

@@ -126,7 +126,9 @@ def loop(config: dict) -> dict | None:
         dist.barrier()
         saved = time.monotonic()
         if config["wait_each"] and rank == 0:
-            assert outcome(config["checkpoint_keeper"], step_dir.name) is None, f"checkpoint {step} not published"
+            assert outcome(config["checkpoint_keeper"], step_dir.name, poll_s=0.01) is None, (
+                f"checkpoint {step} not published"
+            )
             timings[step] = time.monotonic() - saved
         time.sleep(config["step_s"])
     if shipping:
