@@ -134,7 +134,7 @@ def test_a_job_that_ships_lerobot_mains_wheel_trains_on_it_on_simulated_hosts(
     summary = json.loads((model / "raycluster_summary.json").read_text())
     # --accelerator.* is LeRobot main's own flag (0.6.1 would refuse it): it went to LeRobot verbatim.
     assert summary["final_step"] == 3 and summary["world_size"] == 2 and summary["mixed_precision"] == "bf16"
-    assert summary["checkpoints"] == [3]  # every host's part of it (algo-2's: nothing, DDP) gathered and published
+    assert summary["checkpoints"] == [3]  # every host's part of it in (algo-2's empty: DDP), then its record
     assert (model / "pretrained_model" / "model.safetensors").is_file()
     assert version("lerobot") == "0.6.1"  # the borrowed environment is as it was
     assert_clean()
