@@ -16,6 +16,7 @@ from raycluster.checkpoints.part_store import PartStore
 from raycluster.checkpoints.parts import Complete, GivenUp, Part, PartSet
 from raycluster.checkpoints.store import LocalStore
 from raycluster.checkpoints.transfer import fetch_directory
+from raycluster.training.resume import final_checkpoint
 from raycluster.training.shipping import outcome
 
 
@@ -233,6 +234,26 @@ def test_retention_deletes_a_checkpoint_on_every_host_and_its_commit_record_firs
     assert ray.get(hosts.keeper.complete_names.remote()) == ["000002", "000003"]
     for root in hosts.roots:
         eventually(lambda root=root: sorted(p.name for p in (root / "checkpoints").iterdir()) == ["000002", "000003"])
+
+
+def test_the_final_model_of_a_checkpoint_spread_over_hosts_carries_every_hosts_shards(local_ray, tmp_path):
+    # safetensors_dcp with a model dir: rank 0's own `last` holds only its host's shards; the published model must
+    # be the whole pretrained_model, assembled from every host.
+    hosts = Hosts(tmp_path, 3)
+    ray.get(hosts.save(tmp_path, "000001", 1))
+    assert outcome(hosts.keeper, "000001", deadline_s=30) is None
+    output_dir = tmp_path / "save-a1-h0"  # rank 0's output dir: its `checkpoints/last` is its own save
+    (output_dir / "checkpoints").mkdir()
+    (output_dir / "000001").rename(output_dir / "checkpoints" / "000001")
+    (output_dir / "checkpoints" / "last").symlink_to("000001")
+    final = final_checkpoint(hosts.keeper, output_dir, ["000001"], hosts.stores[0])
+    shards = sorted(p.name for p in (final / "pretrained_model" / "pytorch_model_fsdp_0").iterdir())
+    assert shards == ["__0_0.distcp", "__1_0.distcp", "__2_0.distcp"]
+    assert not (final / "training_state").exists()  # the policy only: what the model dir gets
+    one_host = Hosts(tmp_path / "one", 1)  # one part (LeRobot 0.6.x): rank 0's own save is the whole of it
+    ray.get(one_host.save(tmp_path / "one", "000001", 1))
+    assert outcome(one_host.keeper, "000001", deadline_s=30) is None
+    assert final_checkpoint(one_host.keeper, output_dir, ["000001"]) == output_dir / "checkpoints" / "000001"
 
 
 def test_a_fetched_part_that_is_not_what_the_record_says_is_quarantined(local_ray, tmp_path):
