@@ -97,7 +97,7 @@ class CheckpointKeeper(PartCommits, FetchServing):
             self._publishing.add(name)
         try:
             (staged / MANIFEST).write_text(json.dumps(manifest, indent=1))
-            testing_delay()
+            testing_delay(name)
             self.store.publish(staged, name)
             self._complete.add(name)
         except BaseException:

@@ -30,9 +30,9 @@ TESTING_PUBLISH_DELAY = "RAYCLUSTER_TESTING_PUBLISH_DELAY_S"
 staging, so a test can stop a job while a checkpoint or the final model is being published."""
 
 
-def testing_delay() -> None:
+def testing_delay(name: str) -> None:
     if delay := float(os.environ.get(TESTING_PUBLISH_DELAY, 0)):
-        log.info("testing: holding a publish for %gs (%s)", delay, TESTING_PUBLISH_DELAY)
+        log.info("testing: holding the publish of %s for %gs (%s)", name, delay, TESTING_PUBLISH_DELAY)
         time.sleep(delay)
 
 
@@ -86,7 +86,7 @@ class PartStore:
         way, and writes the commit record into its own root once every host's part is in place."""
         staged = self._staged(name, attempt, part)
         try:
-            testing_delay()
+            testing_delay(name)
             if whole is not None:
                 (staged / MANIFEST).write_text(json.dumps(whole, indent=1))
                 self.store.publish(staged, name)
