@@ -16,6 +16,7 @@ import pytest
 
 from conftest import REPO, TINY_ACT_HPS, recorded_rows, run_cli
 from raycluster.checkpoints.manifest import MANIFEST
+from raycluster.checkpoints.part_store import TESTING_PUBLISH_DELAY
 from raycluster.checkpoints.store import LocalStore
 from raycluster.layout import OUTCOME_PORT
 from simulated import (
@@ -197,8 +198,10 @@ def wait_for(predicate, timeout: float) -> None:
         time.sleep(0.5)
 
 
-def test_a_save_that_misses_the_deadline_leaves_the_previous_checkpoint_newest(job, tmp_path):
-    # Ray kills the driver 1 s after SIGTERM (entry.stop_timeout_s): too soon for any save of the step reached.
+def test_a_save_that_misses_the_deadline_leaves_the_previous_checkpoint_newest(job, tmp_path, monkeypatch):
+    # Ray kills the driver 1 s after SIGTERM (entry.stop_timeout_s), and every publish is held 3 s: too soon for
+    # the save of the step reached (unheld, a 130 MB save is now published within that second).
+    monkeypatch.setenv(TESTING_PUBLISH_DELAY, "3")  # the sim passes it to every host
     hps = {**TINY_ACT_HPS, "steps": 2000, "save_freq": 3, "log_freq": 1, "entry__stop_timeout_s": 1}
     sim = job(tmp_path, 2, hps)
     wait_for_log(tmp_path / "algo-1" / "log.txt", "published checkpoint 000003")
