@@ -11,7 +11,8 @@ from raycluster.errors import UsageError
 from raycluster.settings import parse_group
 
 GROUP = "cluster"
-S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
+S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?\Z")
+# `\Z`, not `$`: `$` also matches before a final newline, which would pass into the bucket's URI.
 URI_LIKE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 """A scheme (``s3:``, ``gs:``, ``file:``): what a local path never starts with on the hosts we run on."""
 
@@ -27,6 +28,10 @@ class ClusterConfig:
     ``HOST:PORT`` joins that GCS."""
     max_failures: int = 0
     """Worker-group restarts Ray Train may make; each restart resumes from the newest checkpoint."""
+    hang_timeout_s: float = 600.0
+    """No rank finished a training step for this long: the group is hung; every rank's stack is captured and
+    the group restarted (a failure, against max_failures). The first step, a checkpoint save, a validation and
+    the final publish have allowances of their own (``raycluster/training/watchdog.py``). 0 turns it off."""
     cpus_per_worker: float = 1.0
     """CPUs Ray reserves for each CPU worker (ignored with use_gpu)."""
     checkpoint_dir: str = ""
@@ -65,6 +70,10 @@ class ClusterConfig:
             raise UsageError(f"--cluster.num_workers must be >= 1, got {self.num_workers}")
         if self.max_failures < -1:
             raise UsageError(f"--cluster.max_failures must be >= 0 (or -1 for unlimited), got {self.max_failures}")
+        if not (math.isfinite(self.hang_timeout_s) and self.hang_timeout_s >= 0):
+            raise UsageError(
+                f"--cluster.hang_timeout_s must be a finite number of seconds >= 0 (0: off), got {self.hang_timeout_s}"
+            )
         if not (math.isfinite(self.cpus_per_worker) and self.cpus_per_worker > 0):
             raise UsageError(f"--cluster.cpus_per_worker must be a finite number > 0, got {self.cpus_per_worker}")
         if self.keep_checkpoints < 0:

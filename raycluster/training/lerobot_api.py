@@ -131,6 +131,9 @@ class LoopHooks:
         """True: LeRobot saves ``step`` as a periodic checkpoint even off its ``--save_freq``."""
         return False
 
+    def checkpoint_started(self, step_dir: Path) -> None:
+        """This rank calls ``save_checkpoint`` of ``step_dir`` (only the main process on LeRobot 0.6.x)."""
+
     def checkpoint_written(self, step_dir: Path) -> None:
         """This rank's ``save_checkpoint`` of ``step_dir`` has returned: what this rank (and, the save being
         collective, every rank on its node) writes there is on disk. Only the main process on LeRobot 0.6.x."""
@@ -161,6 +164,8 @@ def loop_wrappers(originals: dict, hooks: Sequence[LoopHooks]) -> dict:
         return saves or any(hook.save_now(step) for hook in hooks)
 
     def save_checkpoint(checkpoint_dir, *args, **kwargs):
+        for hook in hooks:
+            hook.checkpoint_started(Path(checkpoint_dir))
         result = originals["save_checkpoint"](checkpoint_dir, *args, **kwargs)
         for hook in hooks:
             hook.checkpoint_written(Path(checkpoint_dir))

@@ -142,8 +142,10 @@ class LoopPhases(LoopHooks):
 class FailureSeen(UserCallback):
     """Ray Train's controller calls this when a worker of the group failed (its exception, or its death)."""
 
-    def __init__(self, journal):
-        self.journal = journal
+    def __init__(self, journal, board=None):
+        self.journal, self.board = journal, board
 
     def after_exception(self, run_context, worker_exceptions) -> None:
         self.journal.failure_seen.remote(time.time())
+        if self.board is not None:  # the failed attempt's ranks are no longer watched
+            self.board.attempt_failed.remote()

@@ -17,7 +17,7 @@ from dataclasses import fields
 from pathlib import Path
 
 import ray
-from ray.train import ControllerError, FailureConfig, RunConfig, ScalingConfig, WorkerGroupError
+from ray.train import FailureConfig, RunConfig, ScalingConfig
 from ray.train.constants import RAY_TRAIN_ENABLE_STATE_TRACKING as STATE_TRACKING
 from ray.train.torch import TorchTrainer
 
@@ -27,6 +27,7 @@ from raycluster.cluster_config import ClusterConfig
 from raycluster.connect import check_capacity, ray_cluster
 from raycluster.curves.keeper import curves_for_run, finish_curves
 from raycluster.dataset import check_dataset_root
+from raycluster.training.causes import failure_cause
 from raycluster.training.interrupt import StopRequest, fit_listening, forward_to_journal
 from raycluster.training.journal import RunJournal
 from raycluster.training.lerobot_api import (
@@ -42,6 +43,7 @@ from raycluster.training.paths import absolute_paths
 from raycluster.training.phases import FailureSeen, Phase, Timeline, command_started, mark_phases, say, timeline
 from raycluster.training.recorder import LOSS_WINDOW
 from raycluster.training.summary import Measured, RunSummary
+from raycluster.training.watchdog import Allowances, watch_for_hangs
 from raycluster.training.worker import WorkerConfig, WorkerResult, train_loop_per_worker
 
 log = logging.getLogger(__name__)
@@ -67,21 +69,6 @@ class TrainingStopped(Exception):
 def has_complete_checkpoint(root: str) -> bool:
     store = open_store(root)
     return any(store.problems(name) is None for name in store.names())
-
-
-def root_cause(exc: BaseException) -> str:
-    """One line naming what failed, from the errors Ray Train raises: the lowest rank's own exception for
-    a worker group failure (Ray's wrapper peeled off), the controller's for a controller failure."""
-    if isinstance(exc, WorkerGroupError) and exc.worker_failures:
-        rank, failure = min(exc.worker_failures.items())
-        return f"rank {rank}: {root_cause(failure)}"
-    if isinstance(exc, ControllerError):
-        return root_cause(exc.controller_failure)
-    cause = getattr(exc, "cause", None)  # a RayTaskError carries the task's own exception
-    if isinstance(cause, BaseException):
-        return root_cause(cause)
-    text = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 @contextlib.contextmanager
@@ -110,7 +97,7 @@ def prepare_lerobot_args(cluster: ClusterConfig, args: list[str], resuming: bool
     return cfg, args
 
 
-def make_trainer(cluster: ClusterConfig, cfg, args: list[str], journal, staging: str, curves) -> TorchTrainer:
+def make_trainer(cluster: ClusterConfig, cfg, args: list[str], journal, staging: str, curves, board) -> TorchTrainer:
     """Ray Train's TorchTrainer over ``train_loop_per_worker``, with the run's keepers on this node."""
     model_keeper = checkpoint_keeper = part_stores = None
     if cluster.model_dir:
@@ -122,6 +109,7 @@ def make_trainer(cluster: ClusterConfig, cfg, args: list[str], journal, staging:
     worker = WorkerConfig(
         args, cluster.use_gpu, cluster.mixed_precision, journal, checkpoint_keeper=checkpoint_keeper,
         part_stores=part_stores, model_keeper=model_keeper, curves=curves, sharding=cluster.sharding,
+        progress=board, beats_every_s=Allowances.for_timeout(cluster.hang_timeout_s).beats_every_s(),
     )  # fmt: skip
     # The dashboard's Train view (runs, attempts, workers) is filled only when this is on; a user's own value wins.
     os.environ.setdefault(STATE_TRACKING, "1")
@@ -139,7 +127,7 @@ def make_trainer(cluster: ClusterConfig, cfg, args: list[str], journal, staging:
         run_config=RunConfig(
             name=f"{cfg.job_name}-{Path(cfg.output_dir).resolve().name}",
             failure_config=FailureConfig(max_failures=cluster.max_failures),
-            callbacks=[FailureSeen(journal)],
+            callbacks=[FailureSeen(journal, board)],
         ),
     )
 
@@ -182,15 +170,20 @@ def run_training(cluster: ClusterConfig, lerobot_args: list[str], stop: StopRequ
         journal = RunJournal.remote()
         output_dir = Path(cfg.output_dir).resolve()
         curves = curves_for_run(cluster, output_dir, staging)
-        trainer = make_trainer(cluster, cfg, args, journal, staging, curves)
+        board = watch_for_hangs(
+            cluster.hang_timeout_s, [output_dir, *([Path(cluster.model_dir)] if cluster.model_dir else [])]
+        )
+        trainer = make_trainer(cluster, cfg, args, journal, staging, curves, board[0] if board else None)
         fitted = threading.Event()
         forward_to_journal(stop, journal, fitted)
+        if board:
+            board[1].start(fitted)
         try:
             result: WorkerResult = fit_listening(trainer, stop).return_value
             recorded += [Phase("training_returned", time.time(), 0), *ray.get(journal.phases.remote())]
             mark_phases(curves, recorded, started)
         except Exception as exc:
-            raise TrainingFailed(f"training failed: {root_cause(exc)}") from exc
+            raise TrainingFailed(f"training failed: {failure_cause(exc, board[0] if board else None)}") from exc
         finally:
             fitted.set()
             png = finish_curves(curves)

@@ -19,9 +19,11 @@ from raycluster.training.interrupt import Interrupted, StopAgreement
 from raycluster.training.lerobot_api import checkpoints_dir, newest_checkpoint, parse_train_config
 from raycluster.training.lerobot_lines import Placement, installed_line
 from raycluster.training.phases import LoopPhases, Phase
+from raycluster.training.progress import PUBLISHING, ProgressBeacon
 from raycluster.training.recorder import StepRecorder
 from raycluster.training.resume import Start, decide_start, drop_abandoned_saves, final_checkpoint
 from raycluster.training.shipping import Shipper, checkpoint_shipping, outcome
+from raycluster.training.stacks import answer_stack_requests
 from raycluster.training.summary import Measured
 
 log = logging.getLogger(__name__)
@@ -44,6 +46,9 @@ class WorkerConfig:
     """CurveKeeper that records the run's curves, unless --cluster.track=none (or trackio is missing)."""
     sharding: str = "none"
     """--cluster.sharding: the parallelism degrees each rank fills in from where the ranks landed."""
+    progress: object | None = None
+    """ProgressBoard the watchdog reads, unless --cluster.hang_timeout_s=0."""
+    beats_every_s: float = 5.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -140,6 +145,9 @@ def loop_hooks(worker: WorkerConfig, cfg, rank: int, world_size: int, device, st
     recorder = StepRecorder(cfg.batch_size * world_size, max(cfg.log_freq, 1), ray.train.report)
     agreement = StopAgreement(worker.journal, device, polls=rank == 0)
     hooks, shipper, curves = [recorder, agreement], None, worker.curves
+    if worker.progress is not None:
+        validations = tuple(getattr(cfg, name, 0) or 0 for name in ("eval_freq", "env_eval_freq", "eval_steps"))
+        hooks.append(ProgressBeacon(worker.progress, rank, start.attempt, worker.beats_every_s, validations))
     if rank == 0:
         hooks.append(LoopPhases(worker.journal.phase.remote, start.attempt))
     if shipping is not None:
@@ -154,12 +162,23 @@ def loop_hooks(worker: WorkerConfig, cfg, rank: int, world_size: int, device, st
     return recorder, shipper, hooks
 
 
+def loop_ended(hooks: list, rank: int) -> ProgressBeacon | None:
+    """The watchdog's word that LeRobot's loop is over: rank 0 publishes next, the others are done."""
+    beacon = next((hook for hook in hooks if isinstance(hook, ProgressBeacon)), None)
+    if beacon is not None and rank == 0:
+        beacon.now(PUBLISHING)
+    elif beacon is not None:
+        beacon.stop()
+    return beacon
+
+
 def train_loop_per_worker(config: dict) -> WorkerResult | None:
     entered = time.time()
     worker = WorkerConfig(**config)
     context = ray.train.get_context()
     rank, world_size = context.get_world_rank(), context.get_world_size()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    answer_stack_requests()
     node = ray.util.get_node_ip_address()
     log.info("raycluster worker rank %d of %d, pid %d, node %s", rank, world_size, os.getpid(), node)
     line = installed_line()
@@ -188,6 +207,7 @@ def train_loop_per_worker(config: dict) -> WorkerResult | None:
         log.info("rank %d: stopped on request after step %d", rank, stop.step)
         if rank == 0 and worker.curves is not None:
             worker.curves.mark.remote(stop.step, "interrupted")
+    beacon = loop_ended(hooks, rank)
     if rank != 0:
         if shipper is not None:  # this host's part of the last checkpoints: rank 0's summary waits for it
             shipper.drain()
@@ -195,6 +215,8 @@ def train_loop_per_worker(config: dict) -> WorkerResult | None:
     published, lost = publish_all(worker, Path(cfg.output_dir), shipper, final=interrupted_at is None)
     # Waited for: the driver reads the journal once this returns, and one caller's calls arrive in order.
     ray.get(worker.journal.phase.remote(Phase("final_checkpoint_published", time.time(), start.attempt)))
+    if beacon is not None:
+        beacon.stop()
     return WorkerResult(
         world_size=world_size, backend=backend, policy_wrapper=recorder.policy_class,
         mixed_precision=line.precision(cfg, placement), final_step=recorder.last_step or start.resumed_from,
