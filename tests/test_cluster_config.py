@@ -31,6 +31,7 @@ def test_flags_round_trip():
             "--cluster.checkpoint_dir=S3://bucket/x: only local paths and s3://",
         ),
         ("--cluster.model_dir=gs://bucket/x", "--cluster.model_dir=gs://bucket/x: only a local directory"),
+        ("--cluster.checkpoint_dir=s3://bucket/x\n", "not an s3://bucket/prefix URI"),  # `$` let it by
         # draccus reads values as YAML: a YAML syntax error is the value's fault, named as such.
         ("--cluster.num_workers={", "--cluster.num_workers must be int, got '{'"),
         ("--cluster.max_failures=*a", "--cluster.max_failures must be int, got '\\*a'"),

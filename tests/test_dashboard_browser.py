@@ -4,6 +4,7 @@ its attempts, the failed one naming the worker that died."""
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -80,7 +81,10 @@ def test_dashboard_shows_the_training_job_after_signing_in_with_the_token(datase
         assert job == "act-in-the-browser"
         # A worker dies after the first checkpoint: the Train API (on by default for every run) has both attempts.
         wait_for(lambda: (checkpoints / "checkpoints" / "000005" / MANIFEST).exists(), 300)
-        killed = train_worker_pids()[-1]
+        wait_for(lambda: 1 in rank_pids(job, token), 60)
+        killed = rank_pids(job, token)[1]
+        # Still this cluster's worker (not a pid reused since it logged itself): it carries this cluster's token.
+        assert f"RAY_AUTH_TOKEN_PATH={state / 'auth_token'}".encode() in process_environ(killed)
         os.kill(killed, signal.SIGKILL)
         wait_for(lambda: len(train_attempts(token)) == 2 and train_attempts(token)[1]["status"] == "RUNNING", 300)
         first, second = train_attempts(token)
@@ -91,9 +95,22 @@ def test_dashboard_shows_the_training_job_after_signing_in_with_the_token(datase
         run_cli("down", f"--state-dir={state}")
 
 
-def train_worker_pids() -> list[int]:
-    listed = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout.splitlines()
-    return [int(line.split()[0]) for line in listed if "ray::RayTrainWorker" in line]
+def rank_pids(job: str, token: str) -> dict[int, int]:
+    """The pid each rank of this job logged of itself, read from the job's own logs: never a worker of
+    another run on this machine (a search by process name would find those too)."""
+    asked = urllib.request.Request(
+        f"http://127.0.0.1:8265/api/jobs/{job}/logs", headers={"Authorization": f"Bearer {token}"}
+    )
+    logs = json.loads(urllib.request.urlopen(asked, timeout=30).read())["logs"]
+    return {int(rank): int(pid) for rank, pid in re.findall(r"raycluster worker rank (\d+) of 2, pid (\d+)", logs)}
+
+
+def process_environ(pid: int) -> list[bytes]:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as environ:
+            return environ.read().split(b"\0")
+    except OSError:  # gone, or another user's: not ours to kill
+        return []
 
 
 def train_attempts(token: str) -> list[dict]:

@@ -117,6 +117,7 @@ FLAGS = [
         (["--cluster.checkpoint_dir=S3://bucket/x"], "only local paths and s3://bucket/prefix"),
         (["--cluster.checkpoint_dir=s3:/bucket/x"], "--cluster.checkpoint_dir=s3:/bucket/x: only local paths"),
         (["--cluster.checkpoint_dir=ckpt"], "--cluster.checkpoint_dir=ckpt: on SageMaker only /opt/ml/checkpoints"),
+        (["--cluster.checkpoint_dir="], "--cluster.checkpoint_dir= is empty: on SageMaker the job would keep no"),
         (
             ["--cluster.model_dir=/opt/ml/output/m"],
             "--cluster.model_dir=/opt/ml/output/m: on SageMaker only /opt/ml/model",
@@ -126,6 +127,7 @@ FLAGS = [
         (["--max-run=9999999"], "--max-run must be 1..2419200 seconds"),
         (["--region=mars"], "--region 'mars' is not an AWS region"),
         (["--job-name=my_job"], "--job-name 'my_job': letters, digits and '-' only"),
+        (["--job-name=my-job\n"], "--job-name 'my-job\\n': letters, digits and '-' only"),  # `$` let it by
         (["--subnet=net-1", "--security-group=sg-0123456789abcdef0"], "--subnet 'net-1' is not a subnet-"),
         (["--tag=aws:team=x"], "keys up to 128 characters and not starting with 'aws:'"),
     ],

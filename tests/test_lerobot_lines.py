@@ -43,12 +43,29 @@ def test_sharding_fills_the_degrees_from_where_the_ranks_landed():
     assert fsdp == [*FLAGS, "--parallelism.dp_replicate=1", "--parallelism.dp_shard=16"]
     hsdp = BUILT.worker_args(FLAGS, two_hosts, "hsdp")  # shard over a host's 8 GPUs, replicate over 2 hosts
     assert hsdp == [*FLAGS, "--parallelism.dp_replicate=2", "--parallelism.dp_shard=8"]
+    # The user's degree wins, and the other is what makes the product the world size, which LeRobot demands.
     mine = [*FLAGS, "--parallelism.dp_shard=4"]
-    assert BUILT.worker_args(mine, two_hosts, "hsdp") == [
-        *mine,
-        "--parallelism.dp_replicate=2",
-    ]  # the user's wins
+    assert BUILT.worker_args(mine, two_hosts, "hsdp") == [*mine, "--parallelism.dp_replicate=4"]
+    theirs = [*FLAGS, "--parallelism.dp_replicate=4"]
+    assert BUILT.worker_args(theirs, two_hosts, "fsdp") == [*theirs, "--parallelism.dp_shard=4"]
+    both = [*FLAGS, "--parallelism.dp_replicate=8", "--parallelism.dp_shard=2"]
+    assert BUILT.worker_args(both, two_hosts, "hsdp") == both
+    sentinel = [*FLAGS, "--parallelism.dp_shard=-1"]  # LeRobot fills -1 from the dp_replicate we give
+    assert BUILT.worker_args(sentinel, two_hosts, "hsdp") == [*sentinel, "--parallelism.dp_replicate=2"]
     assert BUILT.worker_args(FLAGS, two_hosts, "none") == FLAGS
+
+
+def test_a_degree_given_alone_that_does_not_divide_the_workers_is_refused_before_any_worker():
+    hsdp = ClusterConfig(num_workers=16, sharding="hsdp")
+    with pytest.raises(UsageError, match=r"--parallelism.dp_shard=3 does not divide the 16 workers"):
+        BUILT.plan_args([*FLAGS, "--parallelism.dp_shard=3"], hsdp)
+    with pytest.raises(UsageError, match=r"--parallelism.dp_replicate=5 does not divide the 16 workers"):
+        BUILT.plan_args([*FLAGS, "--parallelism.dp_replicate=5"], ClusterConfig(num_workers=16, sharding="fsdp"))
+    with pytest.raises(UsageError, match=r"--parallelism.dp_shard=3 does not divide the 16 workers"):
+        BUILT.worker_args([*FLAGS, "--parallelism.dp_shard=3"], ["a"] * 8 + ["b"] * 8, "hsdp")
+    assert BUILT.plan_args([*FLAGS, "--parallelism.dp_shard=4"], hsdp) == [*FLAGS, "--parallelism.dp_shard=4"]
+    # Without --cluster.sharding nothing is filled in: the degrees are LeRobot's own to check.
+    assert BUILT.plan_args([*FLAGS, "--parallelism.dp_shard=3"], ClusterConfig(num_workers=16))
 
 
 def test_hsdp_refuses_hosts_with_unequal_workers_and_ranks_that_are_not_one_block_per_host():

@@ -171,6 +171,8 @@ def test_entry_settings_out_of_range_are_named(hps, message):
         ('--job_name="plain \\u0022quoted\\u0022"', None),
         ("--policy.type=act", None),
         ("--odd/name=1", "a flag name may hold only letters"),
+        # `$` would match before the final newline: SM_HP_JOB_NAME\n breaks the driver's file under `set -e`.
+        ("--job_name\n=x", "a flag name may hold only letters"),
         ("--a__b=1", "a flag name with '__' cannot travel"),
         ("steps=3", "pass flags as --name=value"),
         ("--x=" + "9" * 2501, "SageMaker limits a hyperparameter"),

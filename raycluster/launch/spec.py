@@ -11,15 +11,16 @@ from raycluster.cluster_config import S3_URI, split_cluster_args
 from raycluster.errors import UsageError
 from raycluster.launch.requirements import DLC_PYTHON, torch_release
 from raycluster.sagemaker.hyperparameters import split_hyperparameters, to_hyperparameters
-from raycluster.sagemaker.job_plan import check_kept_on_sagemaker
+from raycluster.sagemaker.job_plan import check_checkpoints_kept, check_kept_on_sagemaker
 from raycluster.sagemaker.topology import DEFAULT_BASE
 
-INSTANCE_TYPE = re.compile(r"^ml\.[a-z][a-z0-9]*(-[a-z0-9]+)*\.[a-z0-9]+$")
-ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
-REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
-JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
-SUBNET = re.compile(r"^subnet-[0-9a-f]{8,17}$")
-SECURITY_GROUP = re.compile(r"^sg-[0-9a-f]{8,17}$")
+INSTANCE_TYPE = re.compile(r"^ml\.[a-z][a-z0-9]*(-[a-z0-9]+)*\.[a-z0-9]+\Z")
+ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+\Z")
+REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d\Z")
+JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}\Z")
+SUBNET = re.compile(r"^subnet-[0-9a-f]{8,17}\Z")
+SECURITY_GROUP = re.compile(r"^sg-[0-9a-f]{8,17}\Z")
+# `\Z`, not `$`: `$` also matches before a final newline, and a name ending in one would pass.
 MAX_RUNTIME_S = 28 * 24 * 3600
 """SageMaker's limit on MaxRuntimeInSeconds and MaxWaitTimeInSeconds."""
 
@@ -155,7 +156,9 @@ class LaunchSpec:
                 raise UsageError(f"--wheel {wheel}: not a wheel file here (a path ending in .whl)")
         # Refused here, before any upload, as the entry point would refuse them on the hosts: what SageMaker's
         # driver cannot carry, and entry.* / cluster.* settings out of range.
-        cluster, _ = split_cluster_args(split_hyperparameters(to_hyperparameters(list(self.flags)))[1])
+        flags = split_hyperparameters(to_hyperparameters(list(self.flags)))[1]
+        cluster, _ = split_cluster_args(flags)
+        check_checkpoints_kept(flags, DEFAULT_BASE)
         check_kept_on_sagemaker(cluster, DEFAULT_BASE)
 
     @property

@@ -27,8 +27,9 @@ from raycluster.sagemaker.entry_settings import ENTRY, EntrySettings
 from raycluster.settings import parse_group
 
 DOT = "__"
-# What a key may hold after encoding: SM_HP_<KEY> must be a shell identifier once `-` became `_`.
-KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+# What a key may hold after encoding: SM_HP_<KEY> must be a shell identifier once `-` became `_`. `\Z`, not
+# `$`, which also matches before a final newline: `job_name\n` would break the driver's file under `set -e`.
+KEY = re.compile(r"^[A-Za-z0-9_-]+\Z")
 # CreateTrainingJob's limits on one hyperparameter.
 MAX_KEY, MAX_VALUE = 256, 2500
 # Older framework estimators add their own (sagemaker_program, sagemaker_submit_directory, ...).

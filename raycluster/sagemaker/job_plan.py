@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from raycluster.cluster_config import ClusterConfig
+from raycluster.cluster_config import GROUP, ClusterConfig
 from raycluster.errors import UsageError
 from raycluster.layout import CURVES_PORT, SCRATCH, SOURCE_DIR
 from raycluster.sagemaker.entry_settings import NO_JOB, EntrySettings
 from raycluster.sagemaker.topology import Topology
+from raycluster.settings import split_group
 
 PROBE_SCRIPT = SOURCE_DIR / "jobs" / "nccl_probe.py"
 PROBE_FLAGS = ("--cluster.num_workers", "--cluster.use_gpu", "--cluster.address", "--cluster.cpus_per_worker")
@@ -37,6 +38,7 @@ def job_flags(topology: Topology, settings: EntrySettings, flags: list[str]) -> 
     after them (last wins); another job script gets the hyperparameters alone."""
     if not trains(settings):
         return flags
+    check_checkpoints_kept(flags, topology.base)
     use_gpu = topology.num_gpus > 0
     training_hosts = len(topology.hosts) - (0 if settings.head_trains else 1)
     workers = training_hosts * (topology.num_gpus if use_gpu else 1)
@@ -62,6 +64,19 @@ def probe_flags(flags: list[str]) -> list[str]:
     return [flag for flag in flags if flag.startswith(PROBE_FLAGS)]
 
 
+def check_checkpoints_kept(flags: list[str], base: Path) -> None:
+    """The user's own flags, before the defaults are put in: an empty ``--cluster.checkpoint_dir=`` there
+    would override the default root with none, a spot job that keeps nothing. (An empty model_dir is let
+    through: the final checkpoint still holds the model, and ``--checkpoint_format=dcp`` needs it empty.)"""
+    given, _ = split_group(flags, GROUP)
+    if given.get("checkpoint_dir") == "":
+        root = base / "checkpoints"
+        raise UsageError(
+            f"--cluster.checkpoint_dir= is empty: on SageMaker the job would keep no checkpoint, and a spot "
+            f"reclaim or a restart would start over; give a path under {root} or an s3://bucket/prefix"
+        )
+
+
 def check_kept_on_sagemaker(cluster: ClusterConfig, base: Path) -> None:
     """Only ``/opt/ml/checkpoints`` (synced to the checkpoint S3 URI as the job runs) and ``/opt/ml/model``
     (tarred at the end) outlive a SageMaker instance: anything kept elsewhere would vanish with it."""
@@ -75,6 +90,8 @@ def check_kept_on_sagemaker(cluster: ClusterConfig, base: Path) -> None:
         ("checkpoint_dir", base / "checkpoints", cluster.checkpoint_dir),
         ("model_dir", base / "model", cluster.model_dir),
     ):
+        # Empty: not given (the launcher sees the user's flags alone) or an empty model_dir; an emptied
+        # checkpoint_dir is refused by check_checkpoints_kept, which sees the flags as given.
         if not value or (name == "checkpoint_dir" and value.startswith("s3://")):
             continue
         path = Path(os.path.normpath(value))

@@ -48,6 +48,26 @@ def sharding_degrees(sharding: str, hosts: list[str]) -> dict[str, int]:
     return {REPLICATE: len(per_host), SHARD: len(hosts) // len(per_host)}
 
 
+def complement(args: list[str], world: int) -> dict[str, int] | None:
+    """The degree the user left out when they gave one: the world size over theirs (16 ranks, ``dp_shard=4``:
+    ``dp_replicate=4``), as LeRobot refuses degrees whose product is not the world size. None: they gave
+    neither (or only LeRobot's ``dp_shard=-1``, which it fills from our dp_replicate), so ours fill them."""
+    replicate, shard = given_degree(args, REPLICATE), given_degree(args, SHARD)
+    if replicate is None and shard in (None, -1):
+        return None
+    if replicate is not None and shard is not None:
+        return {}
+    name, degree, missing = (REPLICATE, replicate, SHARD) if shard is None else (SHARD, shard, REPLICATE)
+    if degree < 1:  # LeRobot refuses it itself, naming it
+        return {}
+    if world % degree:
+        raise UsageError(
+            f"--{name}={degree} does not divide the {world} workers (--cluster.num_workers): give a divisor "
+            f"of {world}, or --{missing} too so that the product is {world}"
+        )
+    return {missing: world // degree}
+
+
 class AcceleratorBuilt:
     name = "LeRobot main (train(cfg), --parallelism.*)"
     saves_on_every_rank = True
@@ -67,6 +87,8 @@ class AcceleratorBuilt:
                 f"--{REPLICATE}={replicate} x --{SHARD}={shard} = {replicate * shard} ranks, but "
                 f"--cluster.num_workers={cluster.num_workers}: make the product the number of workers"
             )
+        if cluster.sharding != "none":  # refused here, before any worker, rather than on every rank
+            complement(args, cluster.num_workers)
         return args
 
     def check_config(self, cfg, cluster: ClusterConfig) -> None:
@@ -81,7 +103,9 @@ class AcceleratorBuilt:
     def worker_args(self, args: list[str], hosts: list[str], sharding: str) -> list[str]:
         if sharding == "none":
             return args
-        degrees = sharding_degrees(sharding, hosts)
+        degrees = complement(args, len(hosts))
+        if degrees is None:
+            degrees = sharding_degrees(sharding, hosts)
         return [*args, *(f"--{name}={value}" for name, value in degrees.items() if flag_value(args, name) is None)]
 
     def precision(self, cfg, placement: Placement) -> str:
