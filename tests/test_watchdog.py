@@ -29,6 +29,8 @@ def test_a_group_is_hung_only_when_every_rank_is_past_its_own_activitys_allowanc
     assert find_hang([beat(0, PUBLISHING, idle=1700), beat(1, DONE, idle=1700)], ALLOW) is None
     assert find_hang([beat(0, SAVING, idle=901), beat(1, idle=901)], ALLOW) is not None
     assert find_hang([beat(1, DONE, idle=5000)], ALLOW) is None  # nothing left to watch
+    # ... unless the saving rank went silent: stopped or frozen, it saves nothing any more.
+    assert find_hang([beat(0, SAVING, idle=10, silent=55), beat(1, idle=65)], ALLOW) is not None
     assert ALLOW.of(TRAINING) == 60 and Allowances.for_timeout(3600).of(SAVING) == 3600  # never below the timeout
 
 

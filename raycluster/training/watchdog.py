@@ -77,9 +77,11 @@ class Hang:
 def find_hang(beats: list[Beat], allowances: Allowances) -> Hang | None:
     """A hang: every watched rank of the newest attempt is past its own activity's allowance."""
     watched = [b for b in beats if b.activity != DONE]
-    if not watched or any(b.idle_now <= allowances.of(b.activity) for b in watched):
-        return None
     silent = [b for b in watched if b.silent_s > 3 * allowances.beats_every_s() + 5]
+    # A rank at work on a slow activity still beats (its beacon is a thread of its own): one that went silent
+    # is not saving or validating any more, and gets a step's allowance whatever it last said.
+    if not watched or any(b.idle_now <= allowances.of(TRAINING if b in silent else b.activity) for b in watched):
+        return None
     return Hang(watched[0].attempt, watched, silent or watched)
 
 

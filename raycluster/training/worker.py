@@ -162,6 +162,19 @@ def loop_hooks(worker: WorkerConfig, cfg, rank: int, world_size: int, device, st
     return recorder, shipper, hooks
 
 
+def run_loop(line, cfg, args: list[str], placement: Placement, hooks: list, rank: int, curves) -> int | None:
+    """LeRobot's own ``train``, watched by ``hooks``; the step it stopped at when it was asked to stop."""
+    try:
+        with lerobot_api.hooked(hooks):
+            line.train(cfg, args, placement)
+    except Interrupted as stop:
+        log.info("rank %d: stopped on request after step %d", rank, stop.step)
+        if rank == 0 and curves is not None:
+            curves.mark.remote(stop.step, "interrupted")
+        return stop.step
+    return None
+
+
 def loop_ended(hooks: list, rank: int) -> ProgressBeacon | None:
     """The watchdog's word that LeRobot's loop is over: rank 0 publishes next, the others are done."""
     beacon = next((hook for hook in hooks if isinstance(hook, ProgressBeacon)), None)
@@ -198,15 +211,8 @@ def train_loop_per_worker(config: dict) -> WorkerResult | None:
         shipping = checkpoint_shipping(worker.part_stores, rank, hosts, start.attempt, line.saves_on_every_rank)
     recorder, shipper, hooks = loop_hooks(worker, cfg, rank, world_size, device, start, shipping)
     backend = dist.get_backend()  # LeRobot's train ends by destroying the process group
-    started, interrupted_at = time.perf_counter(), None
-    try:
-        with lerobot_api.hooked(hooks):
-            line.train(cfg, args, placement)
-    except Interrupted as stop:
-        interrupted_at = stop.step
-        log.info("rank %d: stopped on request after step %d", rank, stop.step)
-        if rank == 0 and worker.curves is not None:
-            worker.curves.mark.remote(stop.step, "interrupted")
+    started = time.perf_counter()
+    interrupted_at = run_loop(line, cfg, args, placement, hooks, rank, worker.curves)
     beacon = loop_ended(hooks, rank)
     if rank != 0:
         if shipper is not None:  # this host's part of the last checkpoints: rank 0's summary waits for it
