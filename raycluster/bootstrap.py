@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import signal
 import socket
@@ -20,6 +21,8 @@ log = logging.getLogger(__name__)
 
 # Ray's default node-death detection takes ~30 s and a worker waits 60 s for a lost GCS: too slow for a
 # job that must fail fast with the host's name, so both are shortened on every node we start.
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+"""The colours ``ray start`` writes into its log."""
 FAST_FAILURE_ENV = {
     "RAY_health_check_period_ms": "1000",
     "RAY_health_check_timeout_ms": "2000",
@@ -107,6 +110,17 @@ class RayNode:
 
     def alive(self) -> bool:
         return self.process.poll() is None
+
+    def exit_cause(self) -> str:
+        """Which of its processes took the node down, as ``ray start --block`` logs it (it then stops every
+        other process of the node): ``dashboard (exit code -9)``; empty when it said nothing of the kind."""
+        try:
+            text = ANSI.sub("", (self.spec.temp_dir / "ray-start.log").read_text(errors="replace"))
+        except OSError:
+            return ""
+        _, said, after = text.partition("Some Ray subprocesses exited unexpectedly")
+        died = re.findall(r"-- (\S+) \[exit code=(-?\d+)\]", after) if said else []
+        return ", ".join(f"{name} (exit code {code})" for name, code in died)
 
     def stop(self, timeout: float = 20.0) -> None:
         stop_node_process(self.process.pid, timeout, wait=self.process.wait)

@@ -3,7 +3,7 @@
 import threading
 import time
 
-from raycluster.sagemaker.entry_settings import SIGKILL_AFTER_S
+from raycluster.sagemaker.stop_budget import SIGKILL_AFTER_S
 from raycluster.sagemaker.stop_clock import StopClock, within
 
 

@@ -8,14 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from raycluster.errors import UsageError
+from raycluster.sagemaker.stop_budget import MAX_STOP_TIMEOUT_S, SIGKILL_AFTER_S
 
 ENTRY = "entry"
 NO_JOB = "none"
-# SageMaker sends SIGKILL this long after SIGTERM: a stop must fit inside it.
-SIGKILL_AFTER_S = 120.0
-MAX_STOP_TIMEOUT_S = 60.0
-STOP_MARGIN_S = 10.0
-"""After a SIGTERM, beyond entry.stop_timeout_s: for the stopped job to be reported and the workers told."""
 POSITIVE = ("join_timeout_s", "head_wait_s", "lost_after_s", "stop_timeout_s")
 
 

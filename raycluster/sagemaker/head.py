@@ -14,28 +14,26 @@ from pathlib import Path
 from raycluster.bootstrap import RayNode, gcs_reachable, resolve, wait_for
 from raycluster.layout import DASHBOARD_PORT, SCRATCH
 from raycluster.sagemaker.cluster_state import ClusterState
-from raycluster.sagemaker.entry_settings import STOP_MARGIN_S, EntrySettings
+from raycluster.sagemaker.entry_settings import EntrySettings
 from raycluster.sagemaker.failure import SIGTERM_REASON, HostFailure, JobFailed, Stopped
 from raycluster.sagemaker.host_node import node_spec
+from raycluster.sagemaker.interactive import stay_interactive
 from raycluster.sagemaker.job_plan import PROBE_SCRIPT, job_script, probe_flags
 from raycluster.sagemaker.outcome import OutcomeServer
 from raycluster.sagemaker.reaper import OrphanReaper
-from raycluster.sagemaker.stop_clock import StopClock, within
+from raycluster.sagemaker.stop_budget import StopBudget
+from raycluster.sagemaker.stop_clock import BoundedCall, StopClock, within
 from raycluster.sagemaker.topology import Topology
 from raycluster.submission import TERMINAL, JobOutcome, SubmittedJob
 
 log = logging.getLogger(__name__)
 
 DASHBOARD = f"http://127.0.0.1:{DASHBOARD_PORT}"
-ASK_S = 5.0
-"""The longest one Jobs API call may take (Ray's own calls have no timeout)."""
 GONE_AFTER_S = 5.0
 """A worker host that asked for the outcome before and has not for this long has left."""
-# After SIGTERM, counted back from SageMaker's SIGKILL: the head's own node stop, and the exit after it.
-EXIT_S = 5.0
-NODE_STOP_S = 20.0 + EXIT_S
-NODES_STOP_S = 20.0 + NODE_STOP_S
-"""Reserved for telling the workers (they stop their nodes meanwhile) and then stopping the head's node."""
+JOBS_API_LOST_S = 30.0
+"""A Jobs API that has not answered for this long is gone (the dashboard died): the job cannot be followed
+or stopped through it, and the head ends it rather than wait for SageMaker's MaxRuntime."""
 
 
 class Head:
@@ -46,6 +44,8 @@ class Head:
         self.ips = {host: resolve(host) for host in topology.hosts}
         self.host_of = {ip: host for host, ip in self.ips.items()}
         self.state = ClusterState(DASHBOARD)
+        self.budget = StopBudget(settings.stop_timeout_s)
+        self.node: RayNode | None = None
         self.started = time.monotonic()
         self._stepped = False
 
@@ -56,7 +56,7 @@ class Head:
         spec.env["RAY_JOB_STOP_WAIT_TIME_S"] = str(math.ceil(self.settings.stop_timeout_s))  # 0.5 s is 1, not 0
         ip = self.ips[self.topology.current_host]
         outcome = OutcomeServer(ip)
-        node = RayNode(spec)
+        self.node = node = RayNode(spec)
         self.reaper.own.add(node.process.pid)
         formed, code, reason = False, 1, None
         try:
@@ -77,7 +77,12 @@ class Head:
             if formed:
                 self._release_workers(outcome, code, reason)
             outcome.close()
-            node.stop(timeout=max(1.0, min(20.0, self.stop.left() - EXIT_S)))
+            budget = self.budget
+            node.stop(
+                timeout=max(
+                    1.0, min(budget.node_stop_s, self.stop.until(budget.head_node_stop_at + budget.node_stop_s))
+                )
+            )
 
     def _run_jobs(self) -> int:
         """The preflight probe if asked, then the job; a failed job's code still ends the SageMaker job
@@ -89,7 +94,7 @@ class Head:
             code = self._run_job(script, self.flags) if script else 0
         except JobFailed as exc:
             failure = exc
-        self._stay_interactive(failure)
+        stay_interactive(self.settings, self.state, self.stop, failure)
         if failure:
             raise failure
         return code
@@ -136,8 +141,10 @@ class Head:
         job = SubmittedJob(DASHBOARD, script, flags, reports=SCRATCH / "job-reports")
         following = job.follow(self._show)
         failure = self._watch(job)
-        following.join(timeout=max(0.0, min(2.0 if failure else 10.0, self._left())))  # the last lines
-        answered, outcome = within(min(ASK_S, self._left()), job.outcome, "the job's outcome")
+        last_lines = min(self.budget.follow_s if failure else 10.0, self._left() + self.budget.follow_s)
+        following.join(timeout=max(0.0, last_lines))
+        asking = min(self.budget.ask_s, self.stop.until(self.budget.outcome_by))
+        answered, outcome = within(asking, job.outcome, "the job's outcome")
         if not answered:  # the job's own report, read from disk, still says how it ended
             outcome = JobOutcome("UNKNOWN", None, job.reported_reason())
         log.info("job %s: %s, driver exit code %s", job.id, outcome.status, outcome.exit_code)
@@ -153,19 +160,22 @@ class Head:
         return 0
 
     def _watch(self, job: SubmittedJob) -> HostFailure | None:
-        """Until the job ends: what made us stop it, if anything did. Every Ray call is bounded, and after a
-        SIGTERM the whole wait ends in time for the workers and the nodes to stop before SageMaker's SIGKILL."""
-        failure, until = None, math.inf
+        """Until the job ends: what made us stop it, if anything did. Every Ray call is bounded, a Jobs API or a
+        head node that is gone fails the job, and after a SIGTERM the whole wait ends in time for the workers
+        and the nodes to stop before SageMaker's SIGKILL (the stop budget)."""
+        failure, until, status_of = None, math.inf, BoundedCall(job.status, "the job's status")
+        silent_since: float | None = None
         while True:
-            answered, status = within(min(ASK_S, self._left()), job.status, "the job's status")
+            answered, status = status_of.ask(min(self.budget.ask_s, self._left()))
             if status in TERMINAL:
                 return failure
+            silent_since = None if answered else silent_since or time.monotonic()
             if failure is None:
-                failure = self._lost()
+                failure = self._lost() or self._gone(silent_since)
                 if failure is not None:
                     log.error("%s; stopping the job", failure)
                     # The job supervisor SIGKILLs the driver at stop_timeout_s; a little more for it to report.
-                    until = time.monotonic() + self.settings.stop_timeout_s + STOP_MARGIN_S
+                    until = time.monotonic() + self.budget.job_watched_until
                     self._stop(job)
             elif not answered and not job.driver_pids():
                 return failure  # no Jobs API to ask, and the driver has exited
@@ -176,10 +186,24 @@ class Head:
                 return failure
             time.sleep(1)
 
+    def _gone(self, silent_since: float | None) -> HostFailure | None:
+        """The head's own services: its Ray node (GCS, raylet) exited, or the Jobs API stopped answering."""
+        head, logs = self.topology.current_host, self.node.spec.temp_dir
+        if not self.node.alive():
+            cause = self.node.exit_cause()
+            took = f": {cause} died, and Ray stops the whole node then" if cause else ""
+            return HostFailure(f"the Ray head node on {head} exited during the job{took}; see {logs}/ray-start.log")
+        if silent_since is not None and time.monotonic() - silent_since > JOBS_API_LOST_S:
+            return HostFailure(
+                f"the Ray dashboard on {head} (Jobs API, port {DASHBOARD_PORT}) has not answered for "
+                f"{JOBS_API_LOST_S:.0f}s: the job can no longer be followed; see {logs}/session_latest/logs/dashboard.log"
+            )
+        return None
+
     def _stop(self, job: SubmittedJob) -> None:
         """Ray's job stop; when the Jobs API does not answer, SIGTERM to the driver itself, which then saves and
         reports as it would on Ray's stop."""
-        if within(min(ASK_S, self._left()), job.stop, "stopping the job through the Jobs API")[0]:
+        if within(min(self.budget.ask_s, self._left()), job.stop, "stopping the job through the Jobs API")[0]:
             return
         for pid in job.driver_pids():
             log.warning("the Jobs API did not answer; SIGTERM to the job's driver (pid %d) directly", pid)
@@ -187,40 +211,14 @@ class Head:
                 os.kill(pid, signal.SIGTERM)
 
     def _left(self) -> float:
-        """Seconds the job's stop may still take: SageMaker's SIGKILL less what the workers and the nodes need."""
-        return self.stop.left() - NODES_STOP_S
+        """Seconds the job's stop may still take after a SIGTERM (the stop budget's mark); infinite before."""
+        return self.stop.until(self.budget.job_watched_until)
 
     def _show(self, line: str) -> None:
         print(f"[job] {line}", flush=True)
         if "step:" in line and not self._stepped:
             self._stepped = True
             log.info("first training step logged %.1fs after the entry point started", time.monotonic() - self.started)
-
-    def _stay_interactive(self, failure: Exception | None) -> None:
-        """Keep the cluster up for the user's own jobs, until the time is up, the user ends it
-        (`jobs/end_cluster.py`), or SIGTERM."""
-        if self.settings.keep_alive_s <= 0:
-            return
-        log.info(
-            "interactive: the cluster stays up for %.0fs%s; dashboard %s (port %d on algo-1); end it with "
-            "`ray job submit -- python jobs/end_cluster.py`",
-            self.settings.keep_alive_s,
-            f" after the failed job ({failure})" if failure else "",
-            DASHBOARD,
-            DASHBOARD_PORT,
-        )
-        deadline = time.monotonic() + self.settings.keep_alive_s
-        while time.monotonic() < deadline and not self.stop.is_set():
-            try:
-                if self.state.end_requested(timeout=2):
-                    log.info("interactive: ended on request")
-                    return
-            except Exception:  # the dashboard briefly not answering
-                pass
-            self.stop.wait(1)
-        if self.stop.is_set():
-            raise Stopped(SIGTERM_REASON)
-        log.info("interactive: %.0fs are up; ending the cluster", self.settings.keep_alive_s)
 
     def _release_workers(self, outcome: OutcomeServer, code: int, reason: str | None) -> None:
         """Tell the workers the job is over (and, after a SIGTERM, how it ended) and give them a moment to
@@ -235,4 +233,4 @@ class Head:
             waiting = {ip for ip in workers - outcome.told if now - outcome.polled.get(ip, now) < GONE_AFTER_S}
             return not waiting and self._alive() <= {head_ip}
 
-        wait_for(released, min(20.0, self.stop.left() - NODE_STOP_S))
+        wait_for(released, min(self.budget.release_s, self.stop.until(self.budget.head_node_stop_at)))

@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from raycluster.sagemaker.entry_settings import SIGKILL_AFTER_S
+from raycluster.sagemaker.stop_budget import SIGKILL_AFTER_S
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +34,15 @@ class StopClock:
     def wait(self, timeout: float | None = None) -> bool:
         return self._event.wait(timeout)
 
-    def left(self) -> float:
-        """Seconds until SageMaker's SIGKILL; infinite before any SIGTERM."""
+    def until(self, mark_s: float) -> float:
+        """Seconds until ``mark_s`` after the SIGTERM (a ``StopBudget`` mark); infinite before any SIGTERM."""
         if self._at is None:
             return math.inf
-        return SIGKILL_AFTER_S - (time.monotonic() - self._at)
+        return mark_s - (time.monotonic() - self._at)
+
+    def left(self) -> float:
+        """Seconds until SageMaker's SIGKILL; infinite before any SIGTERM."""
+        return self.until(SIGKILL_AFTER_S)
 
 
 def within[T](seconds: float, call: Callable[[], T], what: str) -> tuple[bool, T | None]:
@@ -61,3 +65,34 @@ def within[T](seconds: float, call: Callable[[], T], what: str) -> tuple[bool, T
     why = answer.get("error") or f"no answer within {seconds:.0f}s"
     log.warning("%s: %s", what, why)
     return False, None
+
+
+class BoundedCall[T]:
+    """``within`` for a call made again and again (a status poll): while one call hangs, the next ask waits
+    for that same call instead of starting another thread, so a dead service leaks no thread per poll."""
+
+    def __init__(self, call: Callable[[], T], what: str):
+        self.call, self.what = call, what
+        self._thread: threading.Thread | None = None
+        self._answer: dict[str, object] = {}
+
+    def ask(self, seconds: float) -> tuple[bool, T | None]:
+        if self._thread is None:
+            self._answer = answer = {}
+            self._thread = threading.Thread(target=self._run, args=(answer,), name=f"bounded-{self.what}", daemon=True)
+            self._thread.start()
+        self._thread.join(max(0.0, seconds))
+        if self._thread.is_alive():
+            log.warning("%s: no answer within %.0fs", self.what, seconds)
+            return False, None
+        self._thread, answer = None, self._answer
+        if "value" in answer:
+            return True, answer["value"]  # type: ignore[return-value]
+        log.warning("%s: %s", self.what, answer.get("error"))
+        return False, None
+
+    def _run(self, answer: dict) -> None:
+        try:
+            answer["value"] = self.call()
+        except Exception as exc:  # any failure of the call is the same "no answer" to the caller
+            answer["error"] = exc

@@ -8,11 +8,12 @@ import time
 
 from raycluster.bootstrap import RayNode, gcs_reachable, resolve, wait_for
 from raycluster.layout import GCS_PORT
-from raycluster.sagemaker.entry_settings import STOP_MARGIN_S, EntrySettings
+from raycluster.sagemaker.entry_settings import EntrySettings
 from raycluster.sagemaker.failure import SIGTERM_REASON, HostFailure, Stopped
 from raycluster.sagemaker.host_node import node_spec
 from raycluster.sagemaker.outcome import read_outcome
 from raycluster.sagemaker.reaper import OrphanReaper
+from raycluster.sagemaker.stop_budget import StopBudget
 from raycluster.sagemaker.stop_clock import StopClock
 from raycluster.sagemaker.topology import Topology
 
@@ -25,7 +26,8 @@ class WorkerHost:
     def __init__(self, topology: Topology, settings: EntrySettings, stop: StopClock, reaper: OrphanReaper):
         self.topology, self.settings, self.stop, self.reaper = topology, settings, stop, reaper
         self.head_ip = resolve(topology.head_host)
-        self.stop_deadline: float | None = None
+        self.budget = StopBudget(settings.stop_timeout_s)
+        self.told_of_stop = False
         self.unreachable_since: float | None = None
 
     def run(self) -> int:
@@ -49,16 +51,19 @@ class WorkerHost:
                     return 0
                 time.sleep(1)
         finally:
-            node.stop()
+            node.stop(timeout=max(1.0, min(self.budget.node_stop_s, self.stop.left() - self.budget.exit_s)))
 
     def _check_stop(self) -> None:
-        if self.stop.is_set() and self.stop_deadline is None:
-            # SageMaker SIGTERMs every host at once: this node stays up while the training saves its
-            # current step (ranks on it take part), until the head says it is over or time is up.
-            wait_s = self.settings.stop_timeout_s + STOP_MARGIN_S
-            log.info("SIGTERM: staying up until the head ends the job (at most %.0fs)", wait_s)
-            self.stop_deadline = time.monotonic() + wait_s
-        if self.stop_deadline is not None and time.monotonic() > self.stop_deadline:
+        if self.stop.is_set() and not self.told_of_stop:
+            # SageMaker SIGTERMs every host at once: this node stays up while the training saves its current
+            # step (ranks on it take part), until the head says it is over, which the stop budget has it do in
+            # time, or until this host must stop its node to beat SIGKILL.
+            self.told_of_stop = True
+            log.info(
+                "SIGTERM: staying up until the head ends the job (at most %.0fs)",
+                self.stop.until(self.budget.worker_gives_up_at),
+            )
+        if self.stop.until(self.budget.worker_gives_up_at) <= 0:
             raise Stopped("stopped by SIGTERM; the head did not end the job in time")
 
     def _check_node(self, node: RayNode) -> None:

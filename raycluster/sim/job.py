@@ -19,7 +19,7 @@ from pathlib import Path
 from raycluster.errors import UsageError
 from raycluster.launch.trainer import Staged
 from raycluster.layout import SCRATCH
-from raycluster.sagemaker.entry_settings import SIGKILL_AFTER_S
+from raycluster.sagemaker.stop_budget import SIGKILL_AFTER_S
 from raycluster.sim.network import SimNetwork
 
 log = logging.getLogger(__name__)
