@@ -8,6 +8,7 @@ line. The touch points, each with a test in ``tests/test_lerobot_api.py``:
   rank calls, each writing its own shards on its own node) and ``update_last_checkpoint`` (called by the main
   process once a checkpoint is whole); and ``MetricsTracker.reset_averages``, which ``train`` calls right after it logged a
   step, when the tracker holds exactly the numbers it printed;
+- the ``tqdm`` it makes its progress bar with (``log_lines.LoggedProgress``: a line per interval, not per step);
 - the checkpoint layout: ``checkpoints/<step>/{pretrained_model,training_state}``, ``checkpoints/last``.
 """
 
@@ -194,9 +195,11 @@ def hooked(hooks: Sequence[LoopHooks]) -> Iterator[None]:
     from lerobot.scripts import lerobot_train
     from lerobot.utils.logging_utils import MetricsTracker
 
-    owners = {name: lerobot_train for name in LOOP_FUNCTIONS} | {"reset_averages": MetricsTracker}
+    from raycluster.training.log_lines import LoggedProgress
+
+    owners = {name: lerobot_train for name in (*LOOP_FUNCTIONS, "tqdm")} | {"reset_averages": MetricsTracker}
     originals = {name: getattr(owner, name) for name, owner in owners.items()}
-    for name, wrapper in loop_wrappers(originals, hooks).items():
+    for name, wrapper in (loop_wrappers(originals, hooks) | {"tqdm": LoggedProgress}).items():
         setattr(owners[name], name, wrapper)
     try:
         yield

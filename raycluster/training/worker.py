@@ -18,6 +18,7 @@ from raycluster.training.curve_hooks import CurveHooks
 from raycluster.training.interrupt import Interrupted, StopAgreement
 from raycluster.training.lerobot_api import checkpoints_dir, newest_checkpoint, parse_train_config
 from raycluster.training.lerobot_lines import Placement, installed_line
+from raycluster.training.log_lines import rank_logging
 from raycluster.training.phases import LoopPhases, Phase
 from raycluster.training.progress import PUBLISHING, ProgressBeacon
 from raycluster.training.recorder import StepRecorder
@@ -190,7 +191,7 @@ def train_loop_per_worker(config: dict) -> WorkerResult | None:
     worker = WorkerConfig(**config)
     context = ray.train.get_context()
     rank, world_size = context.get_world_rank(), context.get_world_size()
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    rank_logging()
     answer_stack_requests()
     node = ray.util.get_node_ip_address()
     log.info("raycluster worker rank %d of %d, pid %d, node %s", rank, world_size, os.getpid(), node)

@@ -1,0 +1,23 @@
+"""What a person reads: the demo's log has LeRobot's step lines and a progress line per interval, not a
+line per step, and none of Ray Train's per-report lines."""
+
+import re
+
+import pytest
+
+from conftest import run_cli
+
+pytestmark = pytest.mark.slow
+
+
+def test_the_demos_log_has_a_progress_line_per_interval_and_every_step_line_lerobot_logs(tmp_path):
+    steps = 30
+    result = run_cli("demo", f"--workdir={tmp_path / 'demo'}", f"--steps={steps}")
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    lines = (result.stdout + result.stderr).splitlines()
+    progress = [line for line in lines if "Training:" in line]
+    assert 1 <= len(progress) <= 4, progress  # 0%, one every 30 s, the last; under Ray's own tqdm, one per step
+    assert f"{steps}/{steps}" in progress[-1]
+    assert not [line for line in lines if "Reporting training result" in line]
+    logged = sorted({int(m.group(1)) for line in lines if (m := re.search(r"step:(\d+) ", line))})
+    assert logged == [10, 20, 30]  # LeRobot's own lines, every --log_freq step (the demo's is 10)
