@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 from raycluster.checkpoints.store import LocalStore
 from raycluster.sim.job import KILL_AFTER_S
 
@@ -144,3 +146,22 @@ def assert_all_complete(root: Path) -> None:
 
 def logged_steps(log: Path) -> list[int]:
     return [int(step) for step in re.findall(r"step:(\d+) ", log.read_text())]
+
+
+def host_processes(workdir: Path, host: str, marker: str) -> list[int]:
+    """Processes of one simulated host whose command line holds ``marker``, found among that host's own
+    processes (this machine's pids: each host has a PID namespace of its own, and the pid a process logs is
+    its pid in there)."""
+    wrapper = psutil.Process(int((workdir / host / "host.pid").read_text()))
+    found = []
+    for process in wrapper.children(recursive=True):
+        try:
+            if marker in " ".join(process.cmdline()):
+                found.append(process.pid)
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+def training_workers(workdir: Path, host: str) -> list[int]:
+    return host_processes(workdir, host, "ray::RayTrainWorker")

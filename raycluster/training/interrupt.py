@@ -23,6 +23,8 @@ from raycluster.training.lerobot_api import LoopHooks
 log = logging.getLogger(__name__)
 
 POLL_S = 0.1
+ASK_S = 30.0
+"""The longest one call to the journal may take: a journal that does not answer is asked again."""
 
 
 class Interrupted(Exception):
@@ -77,8 +79,11 @@ def forward_to_journal(stop: StopRequest, journal, done: threading.Event) -> thr
     def run() -> None:
         while not done.is_set():
             if stop.wait(POLL_S):
-                ray.get(journal.request_stop.remote(stop.name))
-                return
+                try:
+                    ray.get(journal.request_stop.remote(stop.name), timeout=ASK_S)
+                    return
+                except ray.exceptions.GetTimeoutError:
+                    log.warning("the run's journal did not take the stop request within %.0fs; asking again", ASK_S)
 
     thread = threading.Thread(target=run, name="stop-forwarder", daemon=True)
     thread.start()
@@ -99,8 +104,11 @@ class StopAgreement(LoopHooks):
 
     def _poll(self, journal) -> None:
         while not self._done.is_set() and not self._asked.is_set():
-            if ray.get(journal.stop_requested.remote()):
-                self._asked.set()
+            try:
+                if ray.get(journal.stop_requested.remote(), timeout=ASK_S):
+                    self._asked.set()
+            except ray.exceptions.GetTimeoutError:
+                log.warning("the run's journal did not answer within %.0fs; asking again", ASK_S)
             self._done.wait(POLL_S)
 
     def before_step(self) -> None:

@@ -170,9 +170,9 @@ def run_training(cluster: ClusterConfig, lerobot_args: list[str], stop: StopRequ
         journal = RunJournal.remote()
         output_dir = Path(cfg.output_dir).resolve()
         curves = curves_for_run(cluster, output_dir, staging)
-        board = watch_for_hangs(
-            cluster.hang_timeout_s, [output_dir, *([Path(cluster.model_dir)] if cluster.model_dir else [])]
-        )
+        # The stacks' file beside the summary: the model dir first, which SageMaker keeps (its output dir is scratch).
+        kept = [Path(cluster.model_dir)] if cluster.model_dir else []
+        board = watch_for_hangs(cluster.hang_timeout_s, [*kept, output_dir])
         trainer = make_trainer(cluster, cfg, args, journal, staging, curves, board[0] if board else None)
         fitted = threading.Event()
         forward_to_journal(stop, journal, fitted)
@@ -180,14 +180,14 @@ def run_training(cluster: ClusterConfig, lerobot_args: list[str], stop: StopRequ
             board[1].start(fitted)
         try:
             result: WorkerResult = fit_listening(trainer, stop).return_value
-            recorded += [Phase("training_returned", time.time(), 0), *ray.get(journal.phases.remote())]
+            recorded += [Phase("training_returned", time.time(), 0), *ray.get(journal.phases.remote(), timeout=60)]
             mark_phases(curves, recorded, started)
         except Exception as exc:
             raise TrainingFailed(f"training failed: {failure_cause(exc, board[0] if board else None)}") from exc
         finally:
             fitted.set()
             png = finish_curves(curves)
-        restarts = ray.get(journal.attempts.remote()) - 1
+        restarts = ray.get(journal.attempts.remote(), timeout=60) - 1
     recorded.append(Phase("summary_written", time.time(), 0))
     summary = summarize(result, cfg, restarts, timeline(recorded, started), stop.name, png)
     report(summary, cluster, result, stop)

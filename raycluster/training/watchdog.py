@@ -116,7 +116,9 @@ def describe(hang: Hang, allowances: Allowances, taken: dict[int, tuple[str, str
         state, _, text = taken.get(beat.pid, ("unknown", "none", "the host did not answer"))
         how = "stuck" if beat.rank in stuck else "waiting"
         silent = f", silent {beat.silent_s:.0f}s" if beat.rank in stuck and len(stuck) < len(hang.ranks) else ""
-        parts.append(f"{beat.who} {how} ({beat.activity}, {state}{silent}) in {where(text, beat.thread, beat.native_thread)}")
+        parts.append(
+            f"{beat.who} {how} ({beat.activity}, {state}{silent}) in {where(text, beat.thread, beat.native_thread)}"
+        )
     steps = [b.step for b in hang.ranks if b.step is not None]
     after = f"after step {max(steps)}" if steps else "before its first step"
     return (
