@@ -1,6 +1,7 @@
 """SageMaker stopping a job at its worst moments, on simulated hosts through SageMaker's own driver: every host
 exits within SageMaker's 120 s, says why, and leaves nothing partial under /opt/ml/checkpoints."""
 
+import json
 import os
 import re
 import signal
@@ -10,7 +11,10 @@ from pathlib import Path
 import pytest
 
 from conftest import TINY_ACT_HPS
+from raycluster.checkpoints.manifest import MANIFEST
 from raycluster.checkpoints.part_store import TESTING_PUBLISH_DELAY
+from raycluster.checkpoints.store import LocalStore
+from raycluster.sagemaker.failure import SIGTERM_REASON
 from raycluster.sim.job import KILL_AFTER_S
 from simulated import Sim, assert_all_complete, assert_clean, logged_steps, synced_checkpoints, wait_for_log
 
@@ -72,7 +76,13 @@ def test_sigterm_before_training_ends_every_host_with_nothing_saved(job, tmp_pat
     result, seconds = stop_and_time(sim)
     report(fault, seconds, result)
     assert seconds < KILL_AFTER_S and all(h["exit_code"] == 143 for h in result.values()), (seconds, result)
-    assert all("SIGTERM" in h["failure"] for h in result.values()), result
+    # `stopped by SIGTERM …`, and never a trained run's line (`… at step N; checkpoint N …`)
+    assert all(h["failure"].startswith("stopped by SIGTERM") for h in result.values()), result
+    assert all("at step" not in h["failure"] for h in result.values()), result
+    log = tmp_path / "algo-1" / "log.txt"
+    if moment == "host algo-1 of":  # the README: nothing submitted
+        assert "submitted job" not in log.read_text()
+    assert logged_steps(log) == []  # the README: stopped before training, so not one step trained
     assert not synced_checkpoints(tmp_path).exists() or not any(synced_checkpoints(tmp_path).iterdir())
     assert_clean()
 
@@ -97,30 +107,44 @@ def test_sigterm_twice_mid_training_saves_the_step_reached_once(job, tmp_path):
     assert_clean()
 
 
-def test_sigterm_while_a_checkpoint_is_published_leaves_only_whole_ones(job, tmp_path, monkeypatch):
+def test_sigterm_while_a_checkpoint_is_published_completes_it_then_saves_the_step_reached(job, tmp_path, monkeypatch):
     monkeypatch.setenv(TESTING_PUBLISH_DELAY, "8")  # the sim passes it to every host: each publish takes 8 s
     sim = job(tmp_path, 2, {**TRAINING, "save_freq": 2})
     wait_for_log(tmp_path / "algo-1" / "log.txt", "holding the publish of 000002")
     result, seconds = stop_and_time(sim)
     report("during a checkpoint's publish", seconds, result)
-    assert seconds < KILL_AFTER_S and all(h["exit_code"] == 143 for h in result.values()), (seconds, result)
-    assert all(h["failure"].startswith("stopped by SIGTERM") for h in result.values()), result
+    # The README: that publish completes, then the step reached is saved; 143 `… at step N; checkpoint N saved`.
+    step = max(logged_steps(tmp_path / "algo-1" / "log.txt"))
+    said = f"stopped by SIGTERM at step {step}; checkpoint {step} saved"
+    assert seconds < KILL_AFTER_S and all(h == {"exit_code": 143, "failure": said} for h in result.values()), result
+    published = set(os.listdir(synced_checkpoints(tmp_path)))
+    assert {"000002", f"{step:06d}"} <= published, (step, sorted(published))
     assert_nothing_partial(tmp_path)
     assert_clean()
 
 
-def test_sigterm_while_the_final_model_is_published_leaves_it_whole_or_absent(job, tmp_path, monkeypatch):
+def test_sigterm_while_the_final_model_is_published_lands_it_whole(job, tmp_path, monkeypatch):
     monkeypatch.setenv(TESTING_PUBLISH_DELAY, "8")
     sim = job(tmp_path, 2, {**TRAINING, "steps": 3})
     wait_for_log(tmp_path / "algo-1" / "log.txt", "holding the publish of pretrained_model")
     result, seconds = stop_and_time(sim)
     report("during the final model's publish", seconds, result)
-    assert seconds < KILL_AFTER_S and all(h["exit_code"] in (0, 143) for h in result.values()), (seconds, result)
-    assert all(h["exit_code"] == 0 or "SIGTERM" in h["failure"] for h in result.values()), result
+    # The README: the model lands whole in /opt/ml/model; 143 `stopped by SIGTERM …` (training had ended: the
+    # run has no step of its own to name, so the head's reason stands).
+    expected = {"exit_code": 143, "failure": SIGTERM_REASON}
+    assert seconds < KILL_AFTER_S and all(h == expected for h in result.values()), (seconds, result)
     model = tmp_path / "algo-1" / "opt" / "ml" / "model"
     assert sorted(p.name for p in model.iterdir() if p.name.startswith(".")) == []
-    if (model / "pretrained_model").exists():
-        assert (model / "pretrained_model" / "model.safetensors").is_file()
+    assert (model / "pretrained_model" / "model.safetensors").is_file()
+    assert LocalStore(model).problems("pretrained_model") is None  # every file of its record, checksums included
+    # ... and it is the final checkpoint's policy (step 3, published before the model), byte for byte.
+    checkpoints = synced_checkpoints(tmp_path)
+    assert os.listdir(checkpoints) == ["000003"]
+    final = json.loads((checkpoints / "000003" / MANIFEST).read_text())
+    landed = json.loads((model / "pretrained_model" / MANIFEST).read_text())
+    prefix = "pretrained_model/"
+    policy = {path.removeprefix(prefix): e["sha256"] for path, e in final.items() if path.startswith(prefix)}
+    assert {path: e["sha256"] for path, e in landed.items()} == policy
     assert_nothing_partial(tmp_path)
     assert_clean()
 

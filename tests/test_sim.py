@@ -265,7 +265,8 @@ def test_sharded_checkpoints_of_eight_hosts_hold_through_a_killed_worker_and_sig
     kept = records(view)  # what S3 holds: every checkpoint with a commit record is whole
     assert all(LocalStore(view).problems(name) is None for name in kept), [LocalStore(view).problems(n) for n in kept]
     # Parts placed after the last commit record (SIGTERM came between): no checkpoint, never resumed from.
-    assert all(int(name) > max(map(int, kept)) for name in set(LocalStore(view).names()) - kept.keys())
+    unrecorded = set(LocalStore(view).names()) - kept.keys()
+    assert all(int(name) > max(map(int, kept)) for name in unrecorded)
     assert {"000001", "000002", "000003", "000004"} <= kept.keys(), sorted(kept)
     for name, record in kept.items():  # never two attempts in one checkpoint: the record's and the files' own word
         attempts = {entry["attempt"] for entry in record.values()}
@@ -286,6 +287,9 @@ def test_sharded_checkpoints_of_eight_hosts_hold_through_a_killed_worker_and_sig
     assert all(h["exit_code"] == 0 for h in result.values()), result
     said = f"on 4 ranks resumed from step {newest}: every rank loaded the weights of step {newest}: True"
     assert said in (four / "algo-1" / "log.txt").read_text()
+    # ... and the keeper moved what had no record aside as it looked for the newest complete one.
+    quarantined = {p.name[:6] for p in (host_checkpoints(four).parent / "quarantine").glob("*")}
+    assert unrecorded <= quarantined, (unrecorded, quarantined)
     assert_clean()
 
 

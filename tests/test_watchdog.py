@@ -47,8 +47,12 @@ def test_the_rank_that_stopped_beating_is_the_stuck_one_and_the_line_says_where_
              '    __next__ (torch/utils/data.py:733)\n'),
     }  # fmt: skip
     line = describe(hang, ALLOW, spied, "/out/raycluster_hang_attempt1.txt")
-    assert line.startswith("hang: no rank of attempt 1 made progress for 62s after step 10 (--cluster.hang_timeout_s=60)")
-    assert "rank 1 on algo-2 (pid 101) stuck (training, stopped, silent 50s) in __next__ (torch/utils/data.py:733)" in line
+    assert line.startswith(
+        "hang: no rank of attempt 1 made progress for 62s after step 10 (--cluster.hang_timeout_s=60)"
+    )
+    assert (
+        "rank 1 on algo-2 (pid 101) stuck (training, stopped, silent 50s) in __next__ (torch/utils/data.py:733)" in line
+    )
     assert "rank 0 on algo-1 (pid 100) waiting (training, sleeping) in all_reduce (torch/distributed/c10d.py:81), " \
            "from after_step (raycluster/training/interrupt.py:120)" in line  # fmt: skip
     assert line.endswith("stacks in /out/raycluster_hang_attempt1.txt") and "\n" not in line
