@@ -69,12 +69,14 @@ def within[T](seconds: float, call: Callable[[], T], what: str) -> tuple[bool, T
 
 class BoundedCall[T]:
     """``within`` for a call made again and again (a status poll): while one call hangs, the next ask waits
-    for that same call instead of starting another thread, so a dead service leaks no thread per poll."""
+    for that same call instead of starting another thread, so a dead service leaks no thread per poll; the
+    first unanswered ask is logged, not every one after it."""
 
     def __init__(self, call: Callable[[], T], what: str):
         self.call, self.what = call, what
         self._thread: threading.Thread | None = None
         self._answer: dict[str, object] = {}
+        self._answered = True
 
     def ask(self, seconds: float) -> tuple[bool, T | None]:
         if self._thread is None:
@@ -82,13 +84,16 @@ class BoundedCall[T]:
             self._thread = threading.Thread(target=self._run, args=(answer,), name=f"bounded-{self.what}", daemon=True)
             self._thread.start()
         self._thread.join(max(0.0, seconds))
-        if self._thread.is_alive():
-            log.warning("%s: no answer within %.0fs", self.what, seconds)
-            return False, None
-        self._thread, answer = None, self._answer
-        if "value" in answer:
-            return True, answer["value"]  # type: ignore[return-value]
-        log.warning("%s: %s", self.what, answer.get("error"))
+        why = f"no answer within {seconds:.0f}s (asked again until it answers)" if self._thread.is_alive() else ""
+        if not why:
+            self._thread, answer = None, self._answer
+            if "value" in answer:
+                self._answered = True
+                return True, answer["value"]  # type: ignore[return-value]
+            why = str(answer.get("error"))
+        if self._answered:
+            log.warning("%s: %s", self.what, why)
+        self._answered = False
         return False, None
 
     def _run(self, answer: dict) -> None:
