@@ -76,6 +76,13 @@ class SubmittedJob:
         info = self.client.get_job_info(self.id)
         return JobOutcome(str(info.status.value), info.driver_exit_code, self.reported_reason())
 
+    def reported_outcome(self) -> JobOutcome:
+        """How the job ended by its own report alone (no Ray call): for when the Jobs API cannot say."""
+        report = read_report(self.report)
+        if report is None:
+            return JobOutcome("UNKNOWN", None, None)
+        return JobOutcome("SUCCEEDED" if report.exit_code == 0 else "FAILED", report.exit_code, report.reason)
+
     def reported_reason(self) -> str | None:
         """The job's own one-line reason, read from its report on this node: no Ray call."""
         report = read_report(self.report)

@@ -1,5 +1,6 @@
 """The hang watchdog's verdict over the ranks' beats, and the stacks it takes from real processes."""
 
+import os
 import signal
 import subprocess
 import sys
@@ -7,16 +8,27 @@ import time
 
 import pytest
 
-from raycluster.training.progress import DONE, PUBLISHING, SAVING, STARTING, TRAINING, Beat
+from raycluster.training.hang_report import describe, shown_in_the_log, where
+from raycluster.training.progress import (
+    DONE,
+    PUBLISHING,
+    SAVING,
+    STARTING,
+    TRAINING,
+    VALIDATING,
+    Beat,
+    Beats,
+    ProgressBeacon,
+)
 from raycluster.training.stacks import answer_stack_requests, process_state, py_spy, take_stack
-from raycluster.training.watchdog import Allowances, describe, find_hang, where
+from raycluster.training.watchdog import Allowances, find_hang
 
 ALLOW = Allowances.for_timeout(60)
 
 
-def beat(rank: int, activity: str = TRAINING, idle: float = 0.0, silent: float = 1.0, attempt: int = 1) -> Beat:
-    host, node = f"algo-{rank + 1}", f"node{rank}"
-    return Beat(rank, attempt, host, node, 100 + rank, 0x7F00, 200 + rank, 10, activity, idle, silent)
+def beat(rank: int, activity=TRAINING, idle=0.0, silent=1.0, attempt=1, seq=1, host=None) -> Beat:
+    host, node = host or f"algo-{rank + 1}", f"node{rank}"
+    return Beat(rank, attempt, host, node, 100 + rank, 5.0, 0x7F00, 200 + rank, 10, activity, idle, seq, silent)
 
 
 def test_a_group_is_hung_only_when_every_rank_is_past_its_own_activitys_allowance():
@@ -29,8 +41,10 @@ def test_a_group_is_hung_only_when_every_rank_is_past_its_own_activitys_allowanc
     assert find_hang([beat(0, PUBLISHING, idle=1700), beat(1, DONE, idle=1700)], ALLOW) is None
     assert find_hang([beat(0, SAVING, idle=901), beat(1, idle=901)], ALLOW) is not None
     assert find_hang([beat(1, DONE, idle=5000)], ALLOW) is None  # nothing left to watch
-    # ... unless the saving rank went silent: stopped or frozen, it saves nothing any more.
-    assert find_hang([beat(0, SAVING, idle=10, silent=55), beat(1, idle=65)], ALLOW) is not None
+    # ... unless the saving rank has been silent longer than a step: stopped or frozen, it saves nothing any more.
+    assert find_hang([beat(0, SAVING, idle=10, silent=65), beat(1, idle=65)], ALLOW) is not None
+    # A beacon starved for a while (a long C call holding the GIL) is no verdict on a rank that saves.
+    assert find_hang([beat(0, SAVING, idle=10, silent=40), beat(1, idle=65)], ALLOW) is None
     assert ALLOW.of(TRAINING) == 60 and Allowances.for_timeout(3600).of(SAVING) == 3600  # never below the timeout
 
 
@@ -46,7 +60,7 @@ def test_the_rank_that_stopped_beating_is_the_stuck_one_and_the_line_says_where_
         101: ("stopped", "py-spy", 'Thread 5 (idle): "MainThread"\n    main_loop (ray/worker.py:1)\nThread 201 (idle)\n'
              '    __next__ (torch/utils/data.py:733)\n'),
     }  # fmt: skip
-    line = describe(hang, ALLOW, spied, "/out/raycluster_hang_attempt1.txt")
+    line = describe(hang, ALLOW.step_s, spied, "/out/raycluster_hang_attempt1.txt")
     assert line.startswith(
         "hang: no rank of attempt 1 made progress for 62s after step 10 (--cluster.hang_timeout_s=60)"
     )
@@ -56,6 +70,47 @@ def test_the_rank_that_stopped_beating_is_the_stuck_one_and_the_line_says_where_
     assert "rank 0 on algo-1 (pid 100) waiting (training, sleeping) in all_reduce (torch/distributed/c10d.py:81), " \
            "from after_step (raycluster/training/interrupt.py:120)" in line  # fmt: skip
     assert line.endswith("stacks in /out/raycluster_hang_attempt1.txt") and "\n" not in line
+
+
+def test_at_scale_the_line_names_the_stuck_rank_and_counts_the_ranks_waiting_in_one_place():
+    ranks = [beat(n, idle=70, silent=2, host=f"algo-{n // 8 + 1}") for n in range(512)]
+    ranks[300] = beat(300, idle=10, silent=60, host="algo-38")
+    hang = find_hang(ranks, ALLOW)
+    assert [b.rank for b in hang.stuck] == [300]
+    line = describe(hang, ALLOW.step_s, {}, "/f")
+    assert "rank 300 on algo-38 (pid 400) stuck (training, unknown, silent 60s) in no stack" in line
+    assert "511 more ranks on 64 hosts waiting (training, unknown) in no stack" in line and len(line) < 1000
+    assert [b.rank for b in shown_in_the_log(hang, {})] == [0, 300]  # the log shows one per place; the file all
+
+
+def test_the_board_keeps_each_ranks_newest_beat_of_the_newest_running_attempt():
+    board = Beats()
+    board.beat(beat(0, seq=2, idle=1), now=10)
+    board.beat(beat(0, SAVING, seq=1), now=11)  # overtaken in flight: older than what the board holds
+    assert [(b.activity, b.silent_s) for b in board.newest_attempt(now=12)] == [(TRAINING, 2)]
+    board.attempt_failed(1)  # Ray Train saw attempt 1 fail ...
+    board.beat(beat(1, seq=5), now=13)  # ... and a beat of it still in flight arrives: not watched
+    assert board.newest_attempt(now=14) == []  # between attempts nothing is watched: no hang of the dead one
+    board.attempt_failed(2)  # attempt 2 failed before any of its beats reached the board
+    board.beat(beat(0, attempt=2), now=15)
+    board.beat(beat(1, attempt=3), now=15)
+    assert [(b.attempt, b.rank) for b in board.newest_attempt(now=16)] == [(3, 1)]
+    board.hang_seen(3, "hang: ...")
+    assert board.hang_of(3) == "hang: ..." and board.hang_of(2) is None  # only the attempt that hung
+
+
+def test_the_beacon_says_what_follows_a_save_and_its_last_word_is_done():
+    sent: list[Beat] = []
+    beacon = ProgressBeacon(sent.append, 0, 1, ("algo-1", "node0"), every_s=3600, validates_every=(4,))
+    beacon.after_step(3, 0.5, None)
+    assert beacon._beat.activity == TRAINING  # fmt: skip
+    beacon.after_step(4, 0.5, None)  # a validation step that also saves: the save, then the validation
+    beacon.checkpoint_started("000004")
+    assert beacon._beat.activity == SAVING
+    beacon.checkpoint_saved("000004")
+    assert beacon._beat.activity == VALIDATING and beacon._beat.step == 4
+    beacon.stop()
+    assert sent[-1].activity == DONE and [b.seq for b in sent] == sorted({b.seq for b in sent})
 
 
 def test_faulthandlers_training_thread_is_found_by_its_python_id():
@@ -75,22 +130,27 @@ def sleeper():
         f"import sys, time; sys.path.insert(0, {str(sys.path[0])!r})\n"
         "from raycluster.training.stacks import answer_stack_requests\n"
         "answer_stack_requests()\n"
-        "def nap():\n    print('ready', flush=True)\n    time.sleep(600)\n"
+        "import subprocess\n"  # a child without the handler, as a spawned data-loader worker or ffmpeg is
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+        "def nap():\n    print(child.pid, flush=True)\n    time.sleep(600)\n"
         "nap()\n"
     )
     process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    child = int(process.stdout.readline())
     try:
-        assert process.stdout.readline() == "ready\n"
-        yield process
+        yield process, child
     finally:
         process.kill()
         process.wait()
+        os.kill(child, signal.SIGKILL)
 
 
 def test_stacks_come_from_faulthandler_without_ptrace_rights_and_from_py_spy_even_when_stopped(sleeper):
+    sleeper, child = sleeper
     assert answer_stack_requests  # the rank's side, run by the sleeper
     how, text = take_stack(sleeper.pid, spy=None)  # as in a container without ptrace rights
     assert how == "faulthandler" and "in nap" in text, text
+    assert process_state(child) == "sleeping"  # not sent the signal it has no handler for: it would have died
     sleeper.send_signal(signal.SIGSTOP)
     time.sleep(0.2)
     assert process_state(sleeper.pid) == "stopped"

@@ -24,7 +24,7 @@ from raycluster.sagemaker.reaper import OrphanReaper
 from raycluster.sagemaker.stop_budget import StopBudget
 from raycluster.sagemaker.stop_clock import BoundedCall, StopClock, within
 from raycluster.sagemaker.topology import Topology
-from raycluster.submission import TERMINAL, JobOutcome, SubmittedJob
+from raycluster.submission import TERMINAL, SubmittedJob
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +146,7 @@ class Head:
         asking = min(self.budget.ask_s, self.stop.until(self.budget.outcome_by))
         answered, outcome = within(asking, job.outcome, "the job's outcome")
         if not answered:  # the job's own report, read from disk, still says how it ended
-            outcome = JobOutcome("UNKNOWN", None, job.reported_reason())
+            outcome = job.reported_outcome()
         log.info("job %s: %s, driver exit code %s", job.id, outcome.status, outcome.exit_code)
         if isinstance(failure, Stopped):
             # On our own SIGTERM, the job's last word (the step it stopped at, whether it was saved), if it said one.
@@ -154,9 +154,8 @@ class Head:
         if failure is not None:  # a lost host stays the reason, whatever the job did once stopped
             raise failure
         if outcome.status != "SUCCEEDED":
-            raise JobFailed(
-                outcome.exit_code or 1, f"job {outcome.status.lower()}: {outcome.reason or job.last_error()}"
-            )
+            why = outcome.reason or within(self.budget.ask_s, job.last_error, "the job's log")[1] or "no report"
+            raise JobFailed(outcome.exit_code or 1, f"job {outcome.status.lower()}: {why}")
         return 0
 
     def _watch(self, job: SubmittedJob) -> HostFailure | None:

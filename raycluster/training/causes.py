@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+
 import ray
 from ray.train import ControllerError, WorkerGroupError
+
+log = logging.getLogger(__name__)
 
 
 def root_cause(exc: BaseException) -> str:
@@ -21,7 +25,14 @@ def root_cause(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def failure_cause(exc: BaseException, board) -> str:
-    """A group the watchdog ended for a hang failed for that hang, whatever its ranks raised as they went."""
-    hangs = ray.get(board.hangs.remote(), timeout=30) if board is not None else []
-    return hangs[-1] if hangs else root_cause(exc)
+def failure_cause(exc: BaseException, board, journal) -> str:
+    """A group the watchdog ended for a hang failed for that hang, whatever its ranks raised as they went:
+    the last attempt's hang, if it hung (an earlier attempt's was recovered from)."""
+    if board is not None:
+        try:
+            hang = ray.get(board.hang_of.remote(ray.get(journal.attempts.remote(), timeout=10)), timeout=10)
+            if hang:
+                return hang
+        except Exception as error:  # the run's actors gone with the failure: Ray's own word stands
+            log.warning("the hang board did not answer: %s", error)
+    return root_cause(exc)

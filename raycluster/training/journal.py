@@ -31,9 +31,10 @@ class RunJournal:
     def phase(self, phase: Phase) -> None:
         self._phases.append(phase)
 
-    def failure_seen(self, at: float) -> None:
-        """Ray Train's controller saw the current attempt fail."""
+    def failure_seen(self, at: float) -> int:
+        """Ray Train's controller saw the current attempt fail: which attempt that was."""
         self._phases.append(Phase("failure_seen", at, self._attempts))
+        return self._attempts
 
     def phases(self) -> list[Phase]:
         return list(self._phases)

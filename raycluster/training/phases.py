@@ -146,6 +146,6 @@ class FailureSeen(UserCallback):
         self.journal, self.board = journal, board
 
     def after_exception(self, run_context, worker_exceptions) -> None:
-        self.journal.failure_seen.remote(time.time())
-        if self.board is not None:  # the failed attempt's ranks are no longer watched
-            self.board.attempt_failed.remote()
+        failed = self.journal.failure_seen.remote(time.time())
+        if self.board is not None:  # the failed attempt's ranks are no longer watched (the ref: no wait here)
+            self.board.attempt_failed.remote(failed)

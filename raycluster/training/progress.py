@@ -13,7 +13,9 @@ import threading
 import time
 from dataclasses import dataclass, replace
 
+import psutil
 import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from raycluster.training.lerobot_api import LoopHooks
 
@@ -35,6 +37,8 @@ class Beat:
     host: str
     node_id: str
     pid: int
+    started: float
+    """The process's start time (psutil's): a pid the kernel gave to another process since is never ended."""
     thread: int
     """The training loop's thread (Ray Train runs it in one of its own): its Python id, which faulthandler
     gives, and its native id, which py-spy gives."""
@@ -44,6 +48,8 @@ class Beat:
     activity: str
     idle_s: float
     """Seconds since this rank's last progress (a step finished, or the activity began), as of ``silent_s`` ago."""
+    seq: int = 0
+    """This rank's beats in the order it made them: one overtaken in flight never replaces a newer one."""
     silent_s: float = 0.0
     """Seconds since the board last heard from this rank (filled in by the board)."""
 
@@ -56,52 +62,86 @@ class Beat:
         return f"rank {self.rank} on {self.host} (pid {self.pid})"
 
 
-@ray.remote(num_cpus=0)
-class ProgressBoard:
-    """The newest beat of every rank of every attempt; outlives worker-group restarts, as the journal does."""
+class Beats:
+    """The board's bookkeeping, apart from Ray: the newest beat of every rank of every attempt, and which
+    attempts Ray Train saw fail (numbered as the journal counts them)."""
 
     def __init__(self) -> None:
         self._beats: dict[tuple[int, int], tuple[Beat, float]] = {}
-        self._failed: set[int] = set()
-        self._hangs: list[str] = []
+        self._failed_through = 0
+        self._hangs: dict[int, str] = {}
+
+    def beat(self, beat: Beat, now: float) -> None:
+        held = self._beats.get((beat.attempt, beat.rank))
+        if beat.attempt > self._failed_through and (held is None or held[0].seq < beat.seq):
+            self._beats[beat.attempt, beat.rank] = (beat, now)
+
+    def attempt_failed(self, attempt: int) -> None:
+        """Attempts up to ``attempt`` are over: their ranks (and beats still in flight) are no longer watched."""
+        self._failed_through = max(self._failed_through, attempt)
+        self._beats = {key: held for key, held in self._beats.items() if key[0] > self._failed_through}
+
+    def newest_attempt(self, now: float) -> list[Beat]:
+        """The beats of the newest attempt still running, by rank, each with how long it has been silent."""
+        attempt = max((a for a, _ in self._beats), default=None)
+        held = sorted((rank, b, at) for (a, rank), (b, at) in self._beats.items() if a == attempt)
+        return [replace(b, silent_s=now - at) for _, b, at in held]
+
+    def hang_seen(self, attempt: int, line: str) -> None:
+        self._hangs[attempt] = line
+
+    def hang_of(self, attempt: int) -> str | None:
+        return self._hangs.get(attempt)
+
+
+@ray.remote(num_cpus=0)
+class ProgressBoard:
+    """``Beats`` as an actor; outlives worker-group restarts, as the journal does."""
+
+    def __init__(self) -> None:
+        self._beats = Beats()
 
     def beat(self, beat: Beat) -> None:
-        self._beats[beat.attempt, beat.rank] = (beat, time.monotonic())
+        self._beats.beat(beat, time.monotonic())
 
-    def attempt_failed(self) -> None:
-        """Ray Train saw the newest attempt fail: a restart (or the run's end) follows."""
-        if self._beats:
-            self._failed.add(max(a for a, _ in self._beats))
+    def attempt_failed(self, attempt: int) -> None:
+        self._beats.attempt_failed(attempt)
 
     def newest_attempt(self) -> list[Beat]:
-        """The beats of the newest attempt, each with how long it has been silent; none once it failed."""
-        attempt = max((a for a, _ in self._beats), default=None)
-        if attempt is None or attempt in self._failed:
-            return []
-        now = time.monotonic()
-        return [replace(b, silent_s=now - at) for (a, _), (b, at) in sorted(self._beats.items()) if a == attempt]
+        return self._beats.newest_attempt(time.monotonic())
 
-    def hang_seen(self, line: str) -> None:
-        self._hangs.append(line)
+    def hang_seen(self, attempt: int, line: str) -> None:
+        self._beats.hang_seen(attempt, line)
 
-    def hangs(self) -> list[str]:
-        return list(self._hangs)
+    def hang_of(self, attempt: int) -> str | None:
+        return self._beats.hang_of(attempt)
+
+
+def rank_whereabouts() -> tuple[str, str]:
+    """This rank's host, as SageMaker names it (its IP elsewhere), and its Ray node id."""
+    host = os.environ.get("SM_CURRENT_HOST") or ray.util.get_node_ip_address()
+    return host, ray.get_runtime_context().get_node_id()
+
+
+def board_on_this_node():
+    here = ray.get_runtime_context().get_node_id()
+    return ProgressBoard.options(scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)).remote()
 
 
 class ProgressBeacon(LoopHooks):
     """One rank's beats: a daemon thread sends the state every ``every_s``; the loop's hooks only update it,
-    so a step costs no remote call. ``eval_every``: LeRobot's own validation steps (``--eval_steps``,
-    ``--env_eval_freq``), which run right after the step they follow."""
+    so a step costs no remote call. ``validates_every``: the steps after which LeRobot validates (its own
+    ``--eval_freq``/``--env_eval_freq`` with an env, ``--eval_steps``), which run right after that step."""
 
-    def __init__(self, board, rank: int, attempt: int, every_s: float, eval_every: tuple[int, ...] = ()):
-        self.board, self.every_s, self.eval_every = board, every_s, tuple(n for n in eval_every if n > 0)
+    def __init__(self, send, rank: int, attempt: int, where: tuple[str, str], every_s: float, validates_every=()):
+        """``send``: takes a ``Beat`` and must not block (the board's ``beat.remote``); ``where``: this rank's
+        host (as SageMaker names it) and Ray node id."""
+        self.send, self.every_s, self.validates_every = send, every_s, tuple(n for n in validates_every if n > 0)
         self._lock = threading.Lock()
-        self._since = time.monotonic()
+        self._since, self._step_activity, self._seq = time.monotonic(), TRAINING, 0
         self._stopped = threading.Event()
-        host = os.environ.get("SM_CURRENT_HOST") or ray.util.get_node_ip_address()
-        node_id = ray.get_runtime_context().get_node_id()
-        loop = threading.get_ident(), threading.get_native_id()  # made on the loop's own thread
-        self._beat = Beat(rank, attempt, host, node_id, os.getpid(), *loop, None, STARTING, 0.0)
+        process, loop = psutil.Process(), (threading.get_ident(), threading.get_native_id())  # on the loop's thread
+        self._beat = Beat(rank, attempt, *where, process.pid, process.create_time(), *loop, None, STARTING, 0.0)
         threading.Thread(target=self._send_every, name="progress-beacon", daemon=True).start()
 
     def now(self, activity: str, step: int | None = None) -> None:
@@ -113,23 +153,26 @@ class ProgressBeacon(LoopHooks):
             self._send()
 
     def after_step(self, step: int, loss: float, policy) -> None:
-        validates = any(step % n == 0 for n in self.eval_every)
-        self.now(VALIDATING if validates else TRAINING, step)
+        self._step_activity = VALIDATING if any(step % n == 0 for n in self.validates_every) else TRAINING
+        self.now(self._step_activity, step)
 
     def checkpoint_started(self, step_dir) -> None:
         self.now(SAVING)
 
+    def checkpoint_written(self, step_dir) -> None:
+        self.now(self._step_activity)  # every rank that saves: what follows the save on this step (a validation)
+
     def checkpoint_saved(self, step_dir) -> None:
-        self.now(TRAINING)
+        self.now(self._step_activity)
 
     def stop(self) -> None:
         self.now(DONE)
         self._stopped.set()
 
     def _send(self) -> None:
-        with self._lock:
-            beat = replace(self._beat, idle_s=time.monotonic() - self._since)
-        self.board.beat.remote(beat)  # fire and forget: the board being slow never slows the rank
+        with self._lock:  # numbered and sent in one go: the board keeps the newest it has seen
+            self._seq += 1
+            self.send(replace(self._beat, idle_s=time.monotonic() - self._since, seq=self._seq))
 
     def _send_every(self) -> None:
         while not self._stopped.is_set():

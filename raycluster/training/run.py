@@ -183,7 +183,9 @@ def run_training(cluster: ClusterConfig, lerobot_args: list[str], stop: StopRequ
             recorded += [Phase("training_returned", time.time(), 0), *ray.get(journal.phases.remote(), timeout=60)]
             mark_phases(curves, recorded, started)
         except Exception as exc:
-            raise TrainingFailed(f"training failed: {failure_cause(exc, board[0] if board else None)}") from exc
+            raise TrainingFailed(
+                f"training failed: {failure_cause(exc, board[0] if board else None, journal)}"
+            ) from exc
         finally:
             fitted.set()
             png = finish_curves(curves)

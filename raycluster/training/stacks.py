@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import faulthandler
 import logging
+import os
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psutil
@@ -36,7 +38,7 @@ def stack_file(pid: int) -> Path:
 def answer_stack_requests() -> None:
     """In a rank: write every thread's stack to ``stack_file(pid)`` on ``STACK_SIGNAL`` (appended: its
     data-loader workers, forked from it, write to the same file after the header the taker writes)."""
-    out = stack_file(psutil.Process().pid).open("a")  # kept open for the process's life: the handler writes to it
+    out = stack_file(os.getpid()).open("a")  # kept open for the process's life: the handler writes to it
     faulthandler.register(STACK_SIGNAL, file=out, all_threads=True, chain=False)
 
 
@@ -64,6 +66,17 @@ def by_py_spy(pid: int, spy: str) -> str | None:
     return done.stdout if done.returncode == 0 and done.stdout.strip() else None
 
 
+def catches(pid: int, signum: int) -> bool:
+    """The process has a handler for ``signum`` (the kernel's SigCgt mask): one without it would be ended by
+    the signal (a data-loader worker started by spawn, a compiler's worker, ffmpeg)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    mask = next((line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), "0")
+    return bool(int(mask, 16) >> (signum - 1) & 1)
+
+
 def by_faulthandler(pid: int) -> str | None:
     """Each process in turn, a header before its answer; a stopped process cannot answer."""
     path = stack_file(pid)
@@ -73,6 +86,7 @@ def by_faulthandler(pid: int) -> str | None:
         children = [child.pid for child in psutil.Process(pid).children(recursive=True)]
     except psutil.NoSuchProcess:
         return None
+    children = [child for child in children if catches(child, STACK_SIGNAL)]
     start = path.stat().st_size
     for n, target in enumerate([pid, *children]):
         with path.open("a") as out:
@@ -110,14 +124,19 @@ class StackTaker:
     """On one node: the stacks of its ranks' processes, and the SIGKILL that ends a hung one."""
 
     def take(self, pids: list[int]) -> dict[int, tuple[str, str, str]]:
-        """pid -> (process state, how taken, stacks)."""
+        """pid -> (process state, how taken, stacks); every process at once (py-spy may take seconds each)."""
         spy = py_spy()
-        return {pid: (process_state(pid), *take_stack(pid, spy)) for pid in pids}
+        with ThreadPoolExecutor(max_workers=max(1, len(pids))) as pool:
+            taken = pool.map(lambda pid: (pid, (process_state(pid), *take_stack(pid, spy))), pids)
+            return dict(taken)
 
-    def kill(self, pids: list[int]) -> None:
-        for pid in pids:
+    def kill(self, processes: list[tuple[int, float]]) -> None:
+        """Each (pid, start time) still that very process."""
+        for pid, started in processes:
             try:
-                psutil.Process(pid).kill()
+                process = psutil.Process(pid)
+                if process.create_time() == started:
+                    process.kill()
             except psutil.NoSuchProcess:
                 pass
 

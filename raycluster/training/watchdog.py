@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import ray
 
+from raycluster.training.hang_report import Hang, describe, shown_in_the_log, stacks_text
 from raycluster.training.progress import (
     DONE,
     PUBLISHING,
@@ -25,7 +27,7 @@ from raycluster.training.progress import (
     TRAINING,
     VALIDATING,
     Beat,
-    ProgressBoard,
+    board_on_this_node,
 )
 from raycluster.training.stacks import stack_taker
 
@@ -36,7 +38,9 @@ SLOW_ACTIVITY_S = 900.0
 LONG_ACTIVITY_S = 1800.0
 """At least this long for a validation (LeRobot's env rollouts) and the final publish (every host's part)."""
 ASK_S = 60.0
-"""The longest the watchdog waits for the board or a node's stacks."""
+"""The longest the watchdog waits for the board or for every node's stacks."""
+KILL_AGAIN_AFTER_S = 120.0
+"""A hung attempt still hung this long after its ranks were ended is ended again (a kill that did not land)."""
 
 
 @dataclass(frozen=True)
@@ -62,86 +66,28 @@ class Allowances:
         }[activity]
 
     def beats_every_s(self) -> float:
-        return min(5.0, self.step_s / 6)
-
-
-@dataclass(frozen=True)
-class Hang:
-    attempt: int
-    ranks: list[Beat]
-    """Every watched rank, by rank."""
-    stuck: list[Beat]
-    """The ranks that stopped beating (the kernel stopped them, or they froze); every rank when all beat."""
+        return min(5.0, max(1.0, self.step_s / 6))
 
 
 def find_hang(beats: list[Beat], allowances: Allowances) -> Hang | None:
-    """A hang: every watched rank of the newest attempt is past its own activity's allowance."""
+    """A hang: every watched rank of the newest attempt is past its own activity's allowance, or has been
+    silent for longer than a step's (stopped or frozen, it is not saving or validating any more; a rank at
+    work on a slow activity still beats, its beacon being a thread of its own)."""
     watched = [b for b in beats if b.activity != DONE]
-    silent = [b for b in watched if b.silent_s > 3 * allowances.beats_every_s() + 5]
-    # A rank at work on a slow activity still beats (its beacon is a thread of its own): one that went silent
-    # is not saving or validating any more, and gets a step's allowance whatever it last said.
-    if not watched or any(b.idle_now <= allowances.of(TRAINING if b in silent else b.activity) for b in watched):
+    if not watched or any(b.idle_now <= allowances.of(b.activity) and b.silent_s <= allowances.step_s for b in watched):
         return None
+    silent = [b for b in watched if b.silent_s > 3 * allowances.beats_every_s() + 5]
     return Hang(watched[0].attempt, watched, silent or watched)
-
-
-def where(stacks: str, thread: int, native_thread: int) -> str:
-    """The training thread's innermost frame, and the innermost of LeRobot's or ours when that is another."""
-    frames = loop_frames(stacks, thread, native_thread)
-    if not frames:
-        return "no stack"
-    ours = next((f for f in frames if "lerobot" in f or "raycluster" in f), None)
-    return frames[0] if ours in (None, frames[0]) else f"{frames[0]}, from {ours}"
-
-
-def loop_frames(stacks: str, thread: int, native_thread: int) -> list[str]:
-    """The training loop's thread, innermost first: py-spy names threads by native id, faulthandler by
-    Python id."""
-    lines, frames, inside = stacks.splitlines(), [], False
-    for line in lines:
-        if line.startswith(("Thread ", "Current thread ", "Process ", "---")):
-            if inside and frames:
-                break
-            inside = line.startswith(f"Thread {native_thread} ") or f"{thread:#018x}" in line
-        elif inside and line.strip():
-            frames.append(line.strip().removeprefix("File "))
-    return frames
-
-
-def describe(hang: Hang, allowances: Allowances, taken: dict[int, tuple[str, str, str]], stacks_at: str) -> str:
-    """One line: which ranks, on which hosts, stuck where; the stacks' file."""
-    stuck = {b.rank for b in hang.stuck}
-    parts = []
-    for beat in hang.ranks:
-        state, _, text = taken.get(beat.pid, ("unknown", "none", "the host did not answer"))
-        how = "stuck" if beat.rank in stuck else "waiting"
-        silent = f", silent {beat.silent_s:.0f}s" if beat.rank in stuck and len(stuck) < len(hang.ranks) else ""
-        parts.append(
-            f"{beat.who} {how} ({beat.activity}, {state}{silent}) in {where(text, beat.thread, beat.native_thread)}"
-        )
-    steps = [b.step for b in hang.ranks if b.step is not None]
-    after = f"after step {max(steps)}" if steps else "before its first step"
-    return (
-        f"hang: no rank of attempt {hang.attempt} made progress for {min(b.idle_now for b in hang.ranks):.0f}s "
-        f"{after} (--cluster.hang_timeout_s={allowances.step_s:g}): " + "; ".join(parts) + f"; stacks in {stacks_at}"
-    )
-
-
-def stacks_text(hang: Hang, taken: dict[int, tuple[str, str, str]]) -> str:
-    blocks = []
-    for beat in hang.ranks:
-        state, how, text = taken.get(beat.pid, ("unknown", "none", "the host did not answer"))
-        blocks.append(f"=== {beat.who}, {beat.activity}, process {state}, stacks by {how}\n{text.rstrip()}\n")
-    return "\n".join(blocks)
 
 
 class Watchdog:
     """The driver's side: reads the board every few seconds while ``done`` is unset, answers each hung
-    attempt once. ``report_dirs``: where the stacks' file is written (the summary's directories)."""
+    attempt once (and ends its ranks again if it is still hung long after). ``report_dirs``: where the
+    stacks' file is written (the summary's directories, the one SageMaker keeps first)."""
 
     def __init__(self, board, allowances: Allowances, report_dirs: list[Path]):
         self.board, self.allowances, self.report_dirs = board, allowances, report_dirs
-        self._answered: set[int] = set()
+        self._answered: dict[int, float] = {}
 
     def start(self, done: threading.Event) -> threading.Thread:
         thread = threading.Thread(target=self._run, args=(done,), name="hang-watchdog", daemon=True)
@@ -151,42 +97,74 @@ class Watchdog:
     def _run(self, done: threading.Event) -> None:
         while not done.wait(self.allowances.beats_every_s()):
             try:
-                beats = ray.get(self.board.newest_attempt.remote(), timeout=ASK_S)
-            except Exception as exc:  # the driver's own node is going: the run ends anyway
-                log.warning("the hang watchdog could not read the ranks' progress: %s", exc)
-                continue
-            hang = find_hang(beats, self.allowances)
-            if hang is not None and hang.attempt not in self._answered:
-                self._answered.add(hang.attempt)
-                self.answer(hang)
+                self.check()
+            except Exception:  # the watchdog must outlive any one failure of its own, or no hang is ever caught
+                log.exception("the hang watchdog's check failed; checking again")
 
-    def answer(self, hang: Hang) -> str:
-        """Take the stacks, say where, keep them beside the summary, and end the stuck ranks."""
-        nodes = {b.node_id for b in hang.ranks}
-        takers = {node: stack_taker(node) for node in nodes}
-        asked = {node: takers[node].take.remote([b.pid for b in hang.ranks if b.node_id == node]) for node in nodes}
-        taken: dict[int, tuple[str, str, str]] = {}
-        for node, ref in asked.items():
-            try:
-                taken |= ray.get(ref, timeout=ASK_S)
-            except Exception as exc:  # a host that cannot answer: its ranks are named without a stack
-                log.warning("no stacks from node %s: %s", node, exc)
-        name = f"raycluster_hang_attempt{hang.attempt}.txt"
-        for directory in self.report_dirs:
-            directory.mkdir(parents=True, exist_ok=True)
-            (directory / name).write_text(stacks_text(hang, taken))
-        line = describe(hang, self.allowances, taken, str(self.report_dirs[0] / name))
-        log.error("%s", line)
-        log.error("stacks of attempt %d's ranks:\n%s", hang.attempt, stacks_text(hang, taken))
-        ray.get(self.board.hang_seen.remote(line), timeout=ASK_S)
-        for node in {b.node_id for b in hang.stuck}:
-            takers[node].kill.remote([b.pid for b in hang.stuck if b.node_id == node])
-        return line
+    def check(self) -> None:
+        hang = find_hang(ray.get(self.board.newest_attempt.remote(), timeout=ASK_S), self.allowances)
+        if hang is None:
+            return
+        answered = self._answered.get(hang.attempt)
+        if answered is None:
+            self._answered[hang.attempt] = time.monotonic()
+            self.answer(hang)
+        elif time.monotonic() - answered > KILL_AGAIN_AFTER_S:
+            self._answered[hang.attempt] = time.monotonic()
+            log.error(
+                "attempt %d is still hung %.0fs after its ranks were ended: ending them again",
+                hang.attempt,
+                KILL_AGAIN_AFTER_S,
+            )
+            end_ranks(hang.stuck)
+
+    def answer(self, hang: Hang) -> None:
+        """Take the stacks, say where, keep them beside the summary; whatever of that fails, end the stuck ranks."""
+        try:
+            taken = take_stacks(hang.ranks)
+            name = f"raycluster_hang_attempt{hang.attempt}.txt"
+            line = describe(hang, self.allowances.step_s, taken, str(self.report_dirs[0] / name))
+            log.error("%s", line)
+            log.error("stacks (every rank's in %s):\n%s", name, stacks_text(shown_in_the_log(hang, taken), taken))
+            ray.get(self.board.hang_seen.remote(hang.attempt, line), timeout=ASK_S)
+            for directory in self.report_dirs:
+                directory.mkdir(parents=True, exist_ok=True)
+                (directory / name).write_text(stacks_text(hang.ranks, taken))
+        finally:
+            end_ranks(hang.stuck)
+
+
+def take_stacks(ranks: list[Beat]) -> dict[int, tuple[str, str, str]]:
+    """pid -> (process state, how taken, stacks), from every node at once, within ``ASK_S`` in all."""
+    nodes = {b.node_id for b in ranks}
+    asked = [stack_taker(node).take.remote([b.pid for b in ranks if b.node_id == node]) for node in nodes]
+    ready, late = ray.wait(asked, num_returns=len(asked), timeout=ASK_S)
+    if late:
+        log.warning("%d of %d nodes gave no stacks within %.0fs", len(late), len(asked), ASK_S)
+    taken: dict[int, tuple[str, str, str]] = {}
+    for ref in ready:
+        try:
+            taken |= ray.get(ref)
+        except Exception as exc:  # a node that cannot answer: its ranks are named without a stack
+            log.warning("no stacks from a node: %s", exc)
+    return taken
+
+
+def end_ranks(ranks: list[Beat]) -> None:
+    """SIGKILL each (its process's start time checked against the beat's: never a reused pid) on its node;
+    Ray Train then sees its workers die and restarts the group."""
+    nodes = {b.node_id for b in ranks}
+    ended = [stack_taker(node).kill.remote([(b.pid, b.started) for b in ranks if b.node_id == node]) for node in nodes]
+    _, late = ray.wait(ended, num_returns=len(ended), timeout=ASK_S)
+    if late:
+        log.warning(
+            "%d of %d nodes did not confirm the end of their hung ranks within %.0fs", len(late), len(ended), ASK_S
+        )
 
 
 def watch_for_hangs(hang_timeout_s: float, report_dirs: list[Path]) -> tuple | None:
     """The board every rank beats to and the watchdog that reads it; none with --cluster.hang_timeout_s=0."""
     if hang_timeout_s <= 0:
         return None
-    board = ProgressBoard.remote()
+    board = board_on_this_node()
     return board, Watchdog(board, Allowances.for_timeout(hang_timeout_s), report_dirs)

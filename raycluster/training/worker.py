@@ -20,7 +20,7 @@ from raycluster.training.lerobot_api import checkpoints_dir, newest_checkpoint, 
 from raycluster.training.lerobot_lines import Placement, installed_line
 from raycluster.training.log_lines import rank_logging
 from raycluster.training.phases import LoopPhases, Phase
-from raycluster.training.progress import PUBLISHING, ProgressBeacon
+from raycluster.training.progress import PUBLISHING, ProgressBeacon, rank_whereabouts
 from raycluster.training.recorder import StepRecorder
 from raycluster.training.resume import Start, decide_start, drop_abandoned_saves, final_checkpoint
 from raycluster.training.shipping import Shipper, checkpoint_shipping, outcome
@@ -139,6 +139,13 @@ def rank_hosts(node: str, rank: int, world_size: int) -> list[str]:
     return hosts
 
 
+def validations(cfg) -> tuple[int, ...]:
+    """Every how many steps LeRobot validates: in an env only when it has one (0.6.x ``--eval_freq``, main
+    ``--env_eval_freq``), on held-out data with main's ``--eval_steps``."""
+    names = ("eval_freq", "env_eval_freq") if getattr(cfg, "env", None) is not None else ()
+    return tuple(getattr(cfg, name, 0) or 0 for name in (*names, "eval_steps"))
+
+
 def loop_hooks(worker: WorkerConfig, cfg, rank: int, world_size: int, device, start: Start, shipping):
     """Everything that watches LeRobot's loop on this rank: the step recorder, the stop agreement, the
     checkpoint shipper where this rank ships a part (rank 0 always), and the curves (with the attempt's
@@ -147,8 +154,8 @@ def loop_hooks(worker: WorkerConfig, cfg, rank: int, world_size: int, device, st
     agreement = StopAgreement(worker.journal, device, polls=rank == 0)
     hooks, shipper, curves = [recorder, agreement], None, worker.curves
     if worker.progress is not None:
-        validations = tuple(getattr(cfg, name, 0) or 0 for name in ("eval_freq", "env_eval_freq", "eval_steps"))
-        hooks.append(ProgressBeacon(worker.progress, rank, start.attempt, worker.beats_every_s, validations))
+        where, every_s = rank_whereabouts(), worker.beats_every_s
+        hooks.append(ProgressBeacon(worker.progress.beat.remote, rank, start.attempt, where, every_s, validations(cfg)))
     if rank == 0:
         hooks.append(LoopPhases(worker.journal.phase.remote, start.attempt))
     if shipping is not None:
@@ -222,9 +229,7 @@ def train_loop_per_worker(config: dict) -> WorkerResult | None:
     published, lost = publish_all(worker, Path(cfg.output_dir), shipper, final=interrupted_at is None)
     # Waited for: the driver reads the journal once this returns, and one caller's calls arrive in order.
     ray.get(worker.journal.phase.remote(Phase("final_checkpoint_published", time.time(), start.attempt)))
-    if beacon is not None:
-        beacon.stop()
-    return WorkerResult(
+    result = WorkerResult(
         world_size=world_size, backend=backend, policy_wrapper=recorder.policy_class,
         mixed_precision=line.precision(cfg, placement), final_step=recorder.last_step or start.resumed_from,
         samples_per_s=recorder.samples_per_s, loss_first=recorder.loss_first, loss_last=recorder.loss_last,
@@ -232,3 +237,6 @@ def train_loop_per_worker(config: dict) -> WorkerResult | None:
         uploads_skipped=shipper.skipped if shipper else [], uploads_failed=uploads_failed(worker, shipper),
         lost=lost, interrupted_at=interrupted_at, train_s=time.perf_counter() - started,
     )  # fmt: skip
+    if beacon is not None:  # watched until the last call to the keeper has answered
+        beacon.stop()
+    return result
