@@ -52,7 +52,7 @@ def test_a_stopped_rank_is_named_with_its_stack_and_the_group_restarts_from_the_
     assert re.search(r"rank \d on algo-1 \(pid \d+\) waiting \(", said.group())
     stacks = tmp_path / "algo-1" / "opt" / "ml" / "model" / "raycluster_hang_attempt1.txt"
     assert "stacks by py-spy" in stacks.read_text() and "train_loop_per_worker" in stacks.read_text()
-    assert "stacks of attempt 1's ranks:" in log and "TrainingThread" in log  # in the run's log too
+    assert "stacks (every rank's in raycluster_hang_attempt1.txt):" in log and "TrainingThread" in log  # the log too
     summary = json.loads((tmp_path / "algo-1" / "opt" / "ml" / "model" / "raycluster_summary.json").read_text())
     assert summary["restarts"] == 1 and summary["resumed_from"] >= 5 and summary["final_step"] == 40, summary
     assert_clean()
