@@ -170,6 +170,18 @@ class Bench:
              f"{cost:+.1%}", "< 1% slower")
         )  # fmt: skip
 
+    def watchdog(self) -> None:
+        """What the hang watchdog costs the loop: its beacon thread beats every 5 s (every 1 s at the shortest
+        timeouts); no remote call per step."""
+        off = self.raycluster("watchdog-off", "--cluster.hang_timeout_s=0")
+        on = self.raycluster("watchdog-on")
+        eager = self.raycluster("watchdog-10s", "--cluster.hang_timeout_s=10")
+        for name, run in (("default (beat every 5 s)", on), ("timeout 10 s (beat every 1.7 s)", eager)):
+            cost = 1 - run["samples_per_s"] / off["samples_per_s"]
+            self.rows.append(
+                ("watchdog", f"loop samples/s, {name}", off["samples_per_s"], run["samples_per_s"], f"{cost:+.1%}", "< 1% slower")
+            )  # fmt: skip
+
     def checkpoint_stall(self, every: int = 5) -> None:
         none = self.raycluster("ckpt-none")
         local = self.raycluster("ckpt-local", save_freq=every)
@@ -300,6 +312,7 @@ def main() -> None:
             "training",
             "lerobot-main",
             "curves",
+            "watchdog",
             "checkpoints",
             "recovery",
             "interruption",
@@ -314,6 +327,7 @@ def main() -> None:
             ("training", bench.training),
             ("lerobot-main", bench.lerobot_main),
             ("curves", bench.curves),
+            ("watchdog", bench.watchdog),
             ("checkpoints", bench.checkpoint_stall),
             ("recovery", bench.recovery),
             ("interruption", bench.interruption),

@@ -70,9 +70,10 @@ class ClusterConfig:
             raise UsageError(f"--cluster.num_workers must be >= 1, got {self.num_workers}")
         if self.max_failures < -1:
             raise UsageError(f"--cluster.max_failures must be >= 0 (or -1 for unlimited), got {self.max_failures}")
-        if not (math.isfinite(self.hang_timeout_s) and self.hang_timeout_s >= 0):
+        if not (math.isfinite(self.hang_timeout_s) and (self.hang_timeout_s == 0 or self.hang_timeout_s >= 10)):
             raise UsageError(
-                f"--cluster.hang_timeout_s must be a finite number of seconds >= 0 (0: off), got {self.hang_timeout_s}"
+                f"--cluster.hang_timeout_s must be 0 (off) or a number of seconds >= 10 (every rank reports its "
+                f"progress every 1-5 s), got {self.hang_timeout_s}"
             )
         if not (math.isfinite(self.cpus_per_worker) and self.cpus_per_worker > 0):
             raise UsageError(f"--cluster.cpus_per_worker must be a finite number > 0, got {self.cpus_per_worker}")

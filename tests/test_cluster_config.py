@@ -38,6 +38,8 @@ def test_flags_round_trip():
         ("--cluster.cpus_per_worker=0", "--cluster.cpus_per_worker must be a finite number > 0"),
         ("--cluster.cpus_per_worker=inf", "--cluster.cpus_per_worker must be a finite number > 0"),
         ("--cluster.curves_port=70000", "--cluster.curves_port must be a TCP port"),
+        ("--cluster.hang_timeout_s=5", r"--cluster.hang_timeout_s must be 0 \(off\) or a number of seconds >= 10"),
+        ("--cluster.hang_timeout_s=nan", r"--cluster.hang_timeout_s must be 0 \(off\) or a number of seconds >= 10"),
     ],
 )
 def test_bad_cluster_flags_name_the_field(flag, names):

@@ -46,6 +46,9 @@ def test_a_group_is_hung_only_when_every_rank_is_past_its_own_activitys_allowanc
     # A beacon starved for a while (a long C call holding the GIL) is no verdict on a rank that saves.
     assert find_hang([beat(0, SAVING, idle=10, silent=40), beat(1, idle=65)], ALLOW) is None
     assert ALLOW.of(TRAINING) == 60 and Allowances.for_timeout(3600).of(SAVING) == 3600  # never below the timeout
+    # The shortest timeout (10 s) beats every 1.7 s: a rank between two beats is never taken for a silent one.
+    short = Allowances.for_timeout(10)
+    assert find_hang([beat(0, idle=0.2, silent=1.6), beat(1, idle=0.1, silent=11)], short) is None
 
 
 def test_the_rank_that_stopped_beating_is_the_stuck_one_and_the_line_says_where_each_rank_is():

@@ -68,15 +68,20 @@ class Allowances:
     def beats_every_s(self) -> float:
         return min(5.0, max(1.0, self.step_s / 6))
 
+    def silent_after_s(self) -> float:
+        """A rank not heard from for this long has stopped beating (three beats lost, and some slack)."""
+        return 3 * self.beats_every_s() + 5
+
 
 def find_hang(beats: list[Beat], allowances: Allowances) -> Hang | None:
     """A hang: every watched rank of the newest attempt is past its own activity's allowance, or has been
     silent for longer than a step's (stopped or frozen, it is not saving or validating any more; a rank at
     work on a slow activity still beats, its beacon being a thread of its own)."""
     watched = [b for b in beats if b.activity != DONE]
-    if not watched or any(b.idle_now <= allowances.of(b.activity) and b.silent_s <= allowances.step_s for b in watched):
+    long_silent = max(allowances.step_s, allowances.silent_after_s())
+    if not watched or any(b.idle_now <= allowances.of(b.activity) and b.silent_s <= long_silent for b in watched):
         return None
-    silent = [b for b in watched if b.silent_s > 3 * allowances.beats_every_s() + 5]
+    silent = [b for b in watched if b.silent_s > allowances.silent_after_s()]
     return Hang(watched[0].attempt, watched, silent or watched)
 
 
