@@ -28,6 +28,7 @@ class WorkerHost:
         self.head_ip = resolve(topology.head_host)
         self.budget = StopBudget(settings.stop_timeout_s)
         self.told_of_stop = False
+        self.head_ray_gone_since: float | None = None
         self.unreachable_since: float | None = None
 
     def run(self) -> int:
@@ -41,9 +42,10 @@ class WorkerHost:
         try:
             while True:
                 self._check_stop()
-                self._check_node(node)
                 outcome = self._outcome()
-                if outcome is not None:
+                if outcome is None:
+                    self._check_node(node)
+                else:
                     log.info("the head says the job ended (code %s); leaving", outcome["code"])
                     # A job stopped by SIGTERM is stopped on this host too, even if its own SIGTERM was lost.
                     if self.stop.is_set() or outcome["code"] == Stopped.exit_code:
@@ -71,10 +73,16 @@ class WorkerHost:
             return
         if self.stop.is_set():
             raise Stopped(HEAD_ENDED)
-        if not gcs_reachable(self.head_ip):  # the node leaves when it loses the head: name the cause
+        if not gcs_reachable(self.head_ip):
+            # This node left with the head's Ray (a head node stops whole when one of its processes dies). The
+            # head's entry point, which serves the outcome apart from Ray, is deciding how the job ended: its
+            # word is awaited as long as the stop budget gives it to publish one (a silent head fails sooner).
+            self.head_ray_gone_since = self.head_ray_gone_since or time.monotonic()
+            if time.monotonic() - self.head_ray_gone_since <= self.budget.outcome_by:
+                return
             raise HostFailure(
-                f"head {self.topology.head_host} unreachable and this host's Ray node gone with it; "
-                "the job's head host failed"
+                f"head {self.topology.head_host}'s Ray is gone, and this host's Ray node with it; the head said "
+                f"nothing of the job within {self.budget.outcome_by:.0f}s"
             )
         raise HostFailure(
             f"the Ray node on {self.topology.current_host} exited (code {node.process.returncode}); "
