@@ -157,8 +157,15 @@ def assert_curves_of_the_running_job_can_be_looked_at(workdir: Path, synced: Pat
     sync would)."""
     checkpoints = workdir / "algo-1" / "opt" / "ml" / "checkpoints"
     wait_for(lambda: (checkpoints / "lerobot" / "curves" / "raycluster.db").exists(), 60)
-    # One moment's copy: the store is republished every 2 s, and what S3 shows is that copy, not the log.
-    shutil.copytree(checkpoints, synced)
+
+    def copied_with_steps() -> bool:
+        # One moment's copy: the store is republished every 2 s, and what S3 shows is that copy, not the log;
+        # the first publication may hold step 1 alone, and a copy is only worth looking at with more.
+        shutil.rmtree(synced, ignore_errors=True)
+        shutil.copytree(checkpoints, synced)
+        return len([row for row in recorded_rows(synced / "lerobot")["train"] if "loss" in row]) > 1
+
+    wait_for(copied_with_steps, 60)
     s3, job = boto3.client("s3"), "sim-curves"
     for path in synced.rglob("*"):
         if path.is_file():
