@@ -117,10 +117,38 @@ def test_a_lost_worker_host_fails_the_job_naming_it(job, tmp_path):
     assert_clean()
 
 
-def test_sigterm_on_every_host_saves_the_step_reached_and_the_restarted_job_resumes_from_it(job, tmp_path, s3_endpoint):
-    # A --save_freq far beyond where the run gets: only the save on SIGTERM can keep its steps.
+def wandb_runs(workdir: Path) -> dict[str, list[int]]:
+    """Each offline W&B run the job's hosts wrote (by the host that wrote it, and its run id): the steps of its
+    logged training rows, in the order written, read from its .wandb file by wandb's own reader."""
+    from wandb.proto import wandb_internal_pb2
+    from wandb.sdk.internal.datastore import DataStore
+
+    runs = {}
+    for path in sorted(workdir.glob("algo-*/scratch/**/offline-run-*/run-*.wandb")):
+        store, steps = DataStore(), []
+        store.open_for_scan(str(path))
+        while (data := store.scan_data()) is not None:
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(data)
+            if record.WhichOneof("record_type") == "history":
+                if any(
+                    item.key == "train/loss" or item.nested_key == ["train", "loss"] for item in record.history.item
+                ):
+                    steps.append(record.history.step.num)
+        runs[f"{path.relative_to(workdir).parts[0]} {path.stem.removeprefix('run-')}"] = steps
+    return runs
+
+
+def test_sigterm_on_every_host_saves_the_step_reached_and_the_restarted_job_resumes_from_it(
+    job, tmp_path, s3_endpoint, monkeypatch
+):
+    # A --save_freq far beyond where the run gets: only the save on SIGTERM can keep its steps. The user's own
+    # tracker is on (W&B offline, LeRobot's flags): rank 0 logs each logged step once, into one run across the
+    # restart, and the stop still makes SageMaker's deadline.
+    monkeypatch.setenv("WANDB_MODE", "offline")  # the sim passes it to every host
     first = tmp_path / "first"
     hps = {**TINY_ACT_HPS, "steps": 2000, "save_freq": 1000, "log_freq": 1, "cluster__curves_every_s": 2}
+    hps |= {"wandb__enable": True, "wandb__project": "raycluster-sim", "wandb__mode": "offline"}
     sim = job(first, 2, hps)
     wait_for_log(first / "algo-1" / "log.txt", "step:3 ")
     assert_curves_of_the_running_job_can_be_looked_at(first, tmp_path / "synced")
@@ -149,6 +177,9 @@ def test_sigterm_on_every_host_saves_the_step_reached_and_the_restarted_job_resu
     assert all(h["exit_code"] == 0 for h in result.values()), result
     summary = json.loads((second / "algo-1" / "opt" / "ml" / "model" / "raycluster_summary.json").read_text())
     assert summary["resumed_from"] == step and summary["final_step"] == step + 2
+    (before,), (after,) = wandb_runs(first).items(), wandb_runs(second).items()
+    assert before[0].split()[1] == after[0].split()[1], (before, after)  # one run, resumed
+    assert before[1] == list(range(1, step + 1)) and after[1] == [step + 1, step + 2], (before, after, step)
 
 
 def assert_curves_of_the_running_job_can_be_looked_at(workdir: Path, synced: Path) -> None:

@@ -79,10 +79,11 @@ def add_options(parser: argparse.ArgumentParser, spec: type) -> None:
 
 
 def given_options(args: argparse.Namespace, spec: type) -> dict:
-    """The options the user gave, as ``spec``'s field values (repeated ones as tuples, tags as a dict)."""
+    """The options the user gave, as ``spec``'s field values (repeated ones as tuples, KEY=VALUE ones as a dict)."""
     given = {field.name: getattr(args, field.name) for field, _ in offered(spec) if hasattr(args, field.name)}
-    if "tags" in given:
-        given["tags"] = dict(given["tags"])
+    for field, _ in offered(spec):
+        if field.type.startswith("dict") and field.name in given:
+            given[field.name] = dict(given[field.name])
     return {name: tuple(value) if isinstance(value, list) else value for name, value in given.items()}
 
 

@@ -50,6 +50,12 @@ def register(verbs) -> None:
         help="pre-fill every host's /opt/ml/checkpoints from this "
         "directory, as SageMaker does when it restarts a job (resume test)",
     )
+    parser.add_argument(
+        "--aws-endpoint",
+        metavar="URL",
+        help="an AWS endpoint on this machine's loopback (e.g. a moto server) that the hosts reach at the sim's "
+        "gateway, with this shell's AWS_* credentials standing for the job's role (default: no AWS at all)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -115,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
                 staged=staged,
                 channels=parse_channels(args.channel),
                 checkpoints=args.checkpoints.resolve() if args.checkpoints else None,
+                aws_endpoint=args.aws_endpoint,
             )
         )
     print(json.dumps(result, indent=2))

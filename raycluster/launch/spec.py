@@ -11,6 +11,7 @@ from raycluster.cluster_config import S3_URI, split_cluster_args
 from raycluster.errors import UsageError
 from raycluster.launch.requirements import DLC_PYTHON, torch_release
 from raycluster.sagemaker.hyperparameters import split_hyperparameters, to_hyperparameters
+from raycluster.sagemaker.job_env import job_environment
 from raycluster.sagemaker.job_plan import check_checkpoints_kept, check_kept_on_sagemaker
 from raycluster.sagemaker.topology import DEFAULT_BASE
 
@@ -63,6 +64,14 @@ class LaunchSpec:
     """s3:// URI for model.tar.gz and output."""
     dataset_s3: str | None = None
     """s3:// URI of a LeRobot dataset: the `dataset` channel, FastFile mode."""
+    hub_cache_s3: str | None = None
+    """s3:// URI of a Hugging Face Hub cache (`hf download --cache-dir`): the `hub` channel, FastFile mode; every
+    host reads the Hub's files there with HF_HUB_OFFLINE=1 (a --policy.path=<repo id> included)."""
+    env: dict[str, str] = option("--env", default_factory=dict)
+    """NAME=VALUE for every rank on every host, repeatable (shown by DescribeTrainingJob: no secrets)."""
+    secrets: dict[str, str] = option("--secret", default_factory=dict)
+    """NAME=SECRET: every rank sees NAME set to the value of SECRET (an AWS Secrets Manager name or ARN), read on
+    each host with the job's role; the value is sent nowhere; repeatable."""
     base_job_name: str = option("--job-name", default="raycluster")
     """Base job name."""
     tags: dict[str, str] = option("--tag", default_factory=dict)
@@ -87,6 +96,7 @@ class LaunchSpec:
         self._check_time()
         self._check_network()
         self._check_sources()
+        self.environment(self.region or "")
 
     def _check_names(self) -> None:
         if not INSTANCE_TYPE.match(self.instance_type):
@@ -140,7 +150,7 @@ class LaunchSpec:
             raise UsageError("--subnet and --security-group go together: SageMaker's VPC config needs both")
 
     def _check_sources(self) -> None:
-        for name in ("checkpoint_s3", "output_s3", "dataset_s3"):
+        for name in ("checkpoint_s3", "output_s3", "dataset_s3", "hub_cache_s3"):
             value = getattr(self, name)
             if value and not S3_URI.match(value):
                 raise UsageError(f"--{name.replace('_', '-')} {value!r} is not an s3://bucket/prefix URI")
@@ -160,6 +170,10 @@ class LaunchSpec:
         cluster, _ = split_cluster_args(flags)
         check_checkpoints_kept(flags, DEFAULT_BASE)
         check_kept_on_sagemaker(cluster, DEFAULT_BASE)
+
+    def environment(self, region: str) -> dict[str, str]:
+        """The request's Environment: ``--env`` as given, each ``--secret`` as its id only."""
+        return job_environment(self.env, self.secrets, bool(self.hub_cache_s3), region)
 
     @property
     def hyperparameters(self) -> dict[str, Any]:

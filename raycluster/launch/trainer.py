@@ -18,6 +18,7 @@ from pathlib import Path
 from raycluster.auth import new_token
 from raycluster.errors import UsageError
 from raycluster.launch.aws_errors import AwsError, one_line
+from raycluster.launch.channels import data_channels
 from raycluster.launch.dashboard import keep_token
 from raycluster.launch.requirements import constraints, requirements
 from raycluster.launch.spec import LaunchSpec
@@ -106,24 +107,11 @@ def build_trainer(spec: LaunchSpec, source: Path, session):
             else None
         ),
         hyperparameters=spec.hyperparameters,
+        environment=spec.environment(session.boto_session.region_name) or None,
         tags=[Tag(key=k, value=v) for k, v in spec.tags.items()] or None,
     )
     # Remote debugging lets `aws ssm start-session` reach algo-1, which is how the dashboard is reached.
     return trainer.with_remote_debug_config(RemoteDebugConfig(enable_remote_debug=not spec.no_remote_debugging))
-
-
-def dataset_channel(spec: LaunchSpec):
-    from sagemaker.core.training.configs import Channel, DataSource, S3DataSource
-
-    return Channel(
-        channel_name="dataset",
-        data_source=DataSource(
-            s3_data_source=S3DataSource(
-                s3_data_type="S3Prefix", s3_uri=spec.dataset_s3, s3_data_distribution_type="FullyReplicated"
-            )
-        ),
-        input_mode="FastFile",
-    )
 
 
 def _session(spec: LaunchSpec, offline: bool):
@@ -197,9 +185,7 @@ def stage(spec: LaunchSpec, into: Path) -> Staged:
             os.environ.pop(VALIDATE_ROLE)
         else:
             os.environ[VALIDATE_ROLE] = saved
-    request = trainer._create_training_job_args(
-        input_data_config=[dataset_channel(spec)] if spec.dataset_s3 else None, boto3=True
-    )
+    request = trainer._create_training_job_args(input_data_config=data_channels(spec), boto3=True)
     drivers = into / "sm_drivers"
     shutil.copytree(trainer._temp_code_dir.name, drivers)
     return Staged(json.loads(json.dumps(request, default=str)), source, drivers)
@@ -227,7 +213,7 @@ def launch(spec: LaunchSpec, wait: bool = False) -> dict:
                 "provide-client-params.sagemaker.CreateTrainingJob", lambda params, **_: captured.update(params)
             )
             events.register("after-call.sagemaker.CreateTrainingJob", job_created)
-            trainer.train(input_data_config=[dataset_channel(spec)] if spec.dataset_s3 else None, wait=wait, logs=wait)
+            trainer.train(input_data_config=data_channels(spec), wait=wait, logs=wait)
         except Exception as exc:
             if not created and session is not None:
                 _remove_uploads(session)

@@ -1,5 +1,5 @@
 """Run a training job on simulated hosts as SageMaker would: each host gets the channels and config files
-the service lays out, and runs the request's container command (the SDK's own ``sm_train.sh``) as PID 1."""
+the service lays out (``opt_ml``), and runs the request's container command (the SDK's own ``sm_train.sh``) as PID 1."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import json
 import logging
 import os
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,7 +19,9 @@ from raycluster.errors import UsageError
 from raycluster.launch.trainer import Staged
 from raycluster.layout import SCRATCH
 from raycluster.sagemaker.stop_budget import SIGKILL_AFTER_S
+from raycluster.sim.aws_relay import AwsRelay
 from raycluster.sim.network import SimNetwork
+from raycluster.sim.opt_ml import host_names, lay_out_opt_ml
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +29,7 @@ OPT_ML = Path("/opt/ml")
 KILL_AFTER_S = int(SIGKILL_AFTER_S)
 PASSED_ENV = ("PATH", "LANG", "HF_HUB_OFFLINE", "WANDB_MODE")
 TESTING_ENV = "RAYCLUSTER_TESTING_"  # fault injection for tests reaches every host too
+ROLE_CREDENTIALS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
 
 
 @dataclass(frozen=True)
@@ -40,70 +42,19 @@ class SimSpec:
     """Data channels, by name, from local directories (the request's S3 channels cannot be fetched here)."""
     checkpoints: Path | None = None
     """Copied into every host's /opt/ml/checkpoints first, as SageMaker restores them for a restarted job."""
+    aws_endpoint: str | None = None
+    """An AWS endpoint on this machine's loopback (a moto server) that the hosts reach, with the caller's
+    AWS_* credentials standing for the job's role; without it the hosts have neither."""
 
 
-def host_names(n: int) -> list[str]:
-    return [f"algo-{k}" for k in range(1, n + 1)]
-
-
-def input_channels(spec: SimSpec) -> dict[str, dict]:
-    """inputdataconfig.json as the service writes it: every channel of the request, and the local ones."""
-    request_channels = {c["ChannelName"]: c for c in spec.staged.request.get("InputDataConfig") or []}
-    missing = set(request_channels) - {"code", "sm_drivers"} - set(spec.channels)
-    if missing:
-        raise UsageError(f"the request has channel(s) {', '.join(sorted(missing))}: give each as --channel NAME=PATH")
-    names = list(request_channels) + [name for name in spec.channels if name not in request_channels]
-    return {
-        name: {
-            "TrainingInputMode": request_channels.get(name, {}).get("InputMode", "File"),
-            "S3DistributionType": "FullyReplicated",
-            "RecordWrapperType": "None",
-        }
-        for name in names
-    }
-
-
-def lay_out_opt_ml(spec: SimSpec, host: str) -> Path:
-    """``<workdir>/<host>/opt/ml`` as SageMaker lays it out before it starts the container: the config
-    files the service writes and every channel's files."""
-    hosts = host_names(spec.hosts)
-    request = spec.staged.request
-    instance_type = request["ResourceConfig"]["InstanceType"]
-    base = spec.workdir / host / "opt" / "ml"
-    for sub in ("input/config", "input/data", "checkpoints", "model", "output/data"):
-        (base / sub).mkdir(parents=True, exist_ok=True)
-    config = base / "input" / "config"
-    (config / "resourceconfig.json").write_text(
-        json.dumps(
-            {
-                "current_host": host,
-                "current_instance_type": instance_type,
-                "current_group_name": "homogeneousCluster",
-                "hosts": hosts,
-                "network_interface_name": "eth0",
-                "instance_groups": [
-                    {"instance_group_name": "homogeneousCluster", "instance_type": instance_type, "hosts": hosts}
-                ],
-            }
-        )
-    )
-    (config / "hyperparameters.json").write_text(json.dumps(request.get("HyperParameters") or {}))
-    (config / "inputdataconfig.json").write_text(json.dumps(input_channels(spec)))
-    if spec.checkpoints is not None and not any((base / "checkpoints").iterdir()):
-        shutil.copytree(spec.checkpoints, base / "checkpoints", dirs_exist_ok=True, symlinks=True)
-    sources = {"code": spec.staged.code, "sm_drivers": spec.staged.drivers, **spec.channels}
-    for name, source in sources.items():
-        target = base / "input" / "data" / name
-        if not target.exists():
-            shutil.copytree(source, target, symlinks=True)
-    return base
-
-
-def container_env(spec: SimSpec, host: str) -> dict[str, str]:
+def container_env(spec: SimSpec, host: str, aws_url: str | None) -> dict[str, str]:
     """What the platform and the image give the container; every SM_* variable comes from SageMaker's
     own driver inside it."""
     request = spec.staged.request
     env = {name: value for name, value in os.environ.items() if name in PASSED_ENV or name.startswith(TESTING_ENV)}
+    if aws_url:
+        env.update({name: value for name, value in os.environ.items() if name in ROLE_CREDENTIALS})
+        env["AWS_ENDPOINT_URL"] = aws_url
     # The image's `python` is the one with Ray and LeRobot: this machine's.
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}"
     env.update(
@@ -128,7 +79,7 @@ def container_command(spec: SimSpec) -> list[str]:
 
 
 class SimHost:
-    def __init__(self, spec: SimSpec, network: SimNetwork, host: str, echo):
+    def __init__(self, spec: SimSpec, network: SimNetwork, host: str, echo, aws_url: str | None):
         self.host = host
         self.dir = spec.workdir / host
         base = lay_out_opt_ml(spec, host)
@@ -151,7 +102,7 @@ class SimHost:
                 *("unshare", "--pid", "--fork", "--mount-proc", "--uts", "--kill-child=SIGKILL"),
                 *("sh", "-c", script),
             ],
-            env=container_env(spec, host),
+            env=container_env(spec, host, aws_url),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -209,6 +160,7 @@ def run_sim(spec: SimSpec, echo=print) -> dict:
     SCRATCH.mkdir(parents=True, exist_ok=True)
     network = SimNetwork(host_names(spec.hosts))
     hosts: list[SimHost] = []
+    relay = AwsRelay(network, spec.aws_endpoint) if spec.aws_endpoint else None
     stopping = threading.Event()
 
     def on_signal(signum, _frame):
@@ -221,7 +173,8 @@ def run_sim(spec: SimSpec, echo=print) -> dict:
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         network.create()
-        hosts = [SimHost(spec, network, name, echo) for name in network.hosts]
+        aws_url = relay.start() if relay else None
+        hosts = [SimHost(spec, network, name, echo, aws_url) for name in network.hosts]
         deadline = None
         while any(h.process.poll() is None for h in hosts):
             if stopping.is_set():
@@ -235,6 +188,8 @@ def run_sim(spec: SimSpec, echo=print) -> dict:
         for h in hosts:
             h.kill()
             h.wait()
+        if relay:
+            relay.stop()
         network.destroy()
         if made_opt_ml:
             OPT_ML.rmdir()

@@ -26,6 +26,7 @@ from raycluster.training.resume import Start, decide_start, drop_abandoned_saves
 from raycluster.training.shipping import Shipper, checkpoint_shipping, outcome
 from raycluster.training.stacks import answer_stack_requests
 from raycluster.training.summary import Measured
+from raycluster.training.tracker import finish_tracker
 
 log = logging.getLogger(__name__)
 
@@ -172,14 +173,21 @@ def loop_hooks(worker: WorkerConfig, cfg, rank: int, world_size: int, device, st
 
 def run_loop(line, cfg, args: list[str], placement: Placement, hooks: list, rank: int, curves) -> int | None:
     """LeRobot's own ``train``, watched by ``hooks``; the step it stopped at when it was asked to stop."""
+    stopped = failed = False
     try:
         with lerobot_api.hooked(hooks):
             line.train(cfg, args, placement)
     except Interrupted as stop:
+        stopped = True
         log.info("rank %d: stopped on request after step %d", rank, stop.step)
         if rank == 0 and curves is not None:
             curves.mark.remote(stop.step, "interrupted")
         return stop.step
+    except BaseException:
+        failed = True
+        raise
+    finally:
+        finish_tracker(stopped, failed)
     return None
 
 

@@ -1,0 +1,79 @@
+"""The job's own environment: what ``raycluster launch --env/--secret/--hub-cache-s3`` asked for, checked at
+launch and made on every host before its Ray node starts, so that the node, the job's driver and every rank
+inherit it (Ray's workers get the environment of the raylet that forks them).
+
+A secret travels as its Secrets Manager id only (``RAYCLUSTER_SECRET__<NAME>=<id>`` in the request's
+Environment); each host reads the value with the job's own role, and it is put in no request, hyperparameter,
+runtime env or log: a Ray job's runtime env is shown on the dashboard, the request by DescribeTrainingJob.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from raycluster.errors import UsageError
+
+SECRET_PREFIX = "RAYCLUSTER_SECRET__"
+SECRETS_REGION = "RAYCLUSTER_SECRETS_REGION"
+"""The launch's region: where a secret given by name (not ARN) is read."""
+HUB_CHANNEL = "hub"
+HUB_ENV = ("HF_HUB_CACHE", "HF_HUB_OFFLINE")
+NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")  # SageMaker's rule for Environment keys
+MAX_ENTRIES = 100
+MAX_LENGTH = 512  # SageMaker's limit on an Environment key and on its value
+OWNED_PREFIXES = ("SM_", "SAGEMAKER_", "RAYCLUSTER_", "TRAINING_JOB_", "AWS_")
+"""SageMaker's, ours, and the role's credentials: an AWS_* variable would replace what the role grants."""
+OWNED_NAMES = frozenset(
+    {"PATH", "HOME", "PYTHONPATH", "RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH", "RAY_JOB_STOP_WAIT_TIME_S"}
+)
+CREDENTIAL = re.compile(r"TOKEN|API_?KEY|SECRET|PASSWORD|PASSWD|ACCESS_KEY|PRIVATE_KEY", re.IGNORECASE)
+SECRET_ID = re.compile(r"^(arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[\w/+=.@-]+|[\w/+=.@-]{1,512})\Z")
+
+
+def check_name(flag: str, name: str, hub_cache: bool) -> None:
+    if not NAME.match(name) or len(name) > MAX_LENGTH - len(SECRET_PREFIX):
+        raise UsageError(f"{flag} {name}=...: a name is letters, digits and '_', not starting with a digit")
+    if name in OWNED_NAMES or name.startswith(OWNED_PREFIXES) or (hub_cache and name in HUB_ENV):
+        owner = "--hub-cache-s3 sets it" if name in HUB_ENV else "SageMaker or raycluster sets it on every host"
+        raise UsageError(f"{flag} {name}=...: {name} is not yours to set ({owner}); choose another name")
+
+
+def job_environment(env: Mapping[str, str], secrets: Mapping[str, str], hub_cache: bool, region: str) -> dict:
+    """The request's Environment for ``--env`` and ``--secret`` (each checked, with the fix in one line)."""
+    for name, value in env.items():
+        check_name("--env", name, hub_cache)
+        if CREDENTIAL.search(name):
+            raise UsageError(
+                f"--env {name}=...: it looks like a credential, and DescribeTrainingJob shows every --env value; "
+                f"store it in AWS Secrets Manager and pass --secret {name}=<secret name or ARN>"
+            )
+        if len(value) > MAX_LENGTH:
+            raise UsageError(f"--env {name}=...: values are at most {MAX_LENGTH} characters (SageMaker's limit)")
+    for name, secret in secrets.items():
+        check_name("--secret", name, hub_cache)
+        if name in env:
+            raise UsageError(f"--secret {name} and --env {name}: give {name} one way")
+        if not SECRET_ID.match(secret):
+            raise UsageError(f"--secret {name}={secret!r}: expected a Secrets Manager secret name or ARN")
+    environment = {**env, **{SECRET_PREFIX + name: secret for name, secret in secrets.items()}}
+    if secrets:
+        environment[SECRETS_REGION] = region
+    if len(environment) > MAX_ENTRIES:
+        raise UsageError(f"--env and --secret: at most {MAX_ENTRIES - 1} in all (SageMaker's limit on Environment)")
+    return environment
+
+
+def secrets_asked(environ: Mapping[str, str]) -> dict[str, str]:
+    """NAME -> secret id, as the launch put them in the request."""
+    return {key.removeprefix(SECRET_PREFIX): value for key, value in environ.items() if key.startswith(SECRET_PREFIX)}
+
+
+def hub_cache_env(channels: Mapping[str, Path]) -> dict[str, str]:
+    """The Hub's files from the ``hub`` channel: huggingface_hub (and so LeRobot and transformers) reads its
+    cache there and never the network, so a first step never waits for the Hub, nor fails on a host without a
+    route to it."""
+    if HUB_CHANNEL not in channels:
+        return {}
+    return {"HF_HUB_CACHE": str(channels[HUB_CHANNEL]), "HF_HUB_OFFLINE": "1"}
