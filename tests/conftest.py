@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -117,6 +118,24 @@ def recorded_rows(run_dir: Path) -> dict[str, list[dict]]:
     result = subprocess.run([sys.executable, "-c", code, str(run_dir / "curves")], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-2000:]
     return json.loads(result.stdout.splitlines()[-1])
+
+
+def write_hub_cache(cache: Path, repo_id: str, folder: Path) -> None:
+    """``folder`` as one revision of model repo ``repo_id`` in a Hub cache, laid out as ``hf download
+    --cache-dir`` lays it out: content-addressed blobs, a snapshot of relative links to them, refs/main."""
+    repo = cache / f"models--{repo_id.replace('/', '--')}"
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    commit = hashlib.sha1(b"".join(p.read_bytes() for p in files)).hexdigest()
+    for path in files:
+        data = path.read_bytes()
+        blob = repo / "blobs" / hashlib.sha256(data).hexdigest()
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        blob.write_bytes(data)
+        link = repo / "snapshots" / commit / path.relative_to(folder)
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(os.path.relpath(blob, link.parent))
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
 
 
 def logged_losses(output: str) -> dict[int, float]:

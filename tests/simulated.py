@@ -165,3 +165,15 @@ def host_processes(workdir: Path, host: str, marker: str) -> list[int]:
 
 def training_workers(workdir: Path, host: str) -> list[int]:
     return host_processes(workdir, host, "ray::RayTrainWorker")
+
+
+def files_holding(root: Path, needle: bytes) -> list[str]:
+    found = []
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            try:
+                if needle in path.read_bytes():
+                    found.append(str(path.relative_to(root)))
+            except OSError:  # a socket or a file Ray removed meanwhile
+                pass
+    return found

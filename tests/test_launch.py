@@ -3,6 +3,7 @@ captured request run as a simulated job: what the launcher sends is what the ent
 
 import json
 import os
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ from moto.server import ThreadedMotoServer
 from conftest import REPO, TINY_ACT
 from raycluster.sagemaker.hyperparameters import split_hyperparameters, to_hyperparameters
 from raycluster.sagemaker.topology import BASE_ENV, read_topology
-from simulated import assert_clean, synced_checkpoints
+from simulated import assert_clean, files_holding, synced_checkpoints
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
 BUCKET = "raycluster-test"
@@ -130,6 +131,12 @@ FLAGS = [
         (["--job-name=my-job\n"], "--job-name 'my-job\\n': letters, digits and '-' only"),  # `$` let it by
         (["--subnet=net-1", "--security-group=sg-0123456789abcdef0"], "--subnet 'net-1' is not a subnet-"),
         (["--tag=aws:team=x"], "keys up to 128 characters and not starting with 'aws:'"),
+        # A secret the obvious way would be shown by DescribeTrainingJob; a name the hosts set is not the job's.
+        (["--env=HF_TOKEN=hf_x"], "it looks like a credential, and DescribeTrainingJob shows every --env value"),
+        (["--env=SM_HOSTS=[]"], "SM_HOSTS is not yours to set"),
+        (["--secret=AWS_SECRET_ACCESS_KEY=k"], "AWS_SECRET_ACCESS_KEY is not yours to set"),
+        (["--hub-cache-s3=s3://raycluster-test/hub", "--env=HF_HUB_OFFLINE=0"], "(--hub-cache-s3 sets it)"),
+        (["--hub-cache-s3=hub"], "--hub-cache-s3 'hub' is not an s3://bucket/prefix URI"),
     ],
 )
 def test_bad_launches_are_refused_before_anything_is_sent(aws, args, message):
@@ -349,9 +356,15 @@ def test_a_launch_aws_refuses_ends_in_one_line_and_leaves_nothing(aws, change, m
 
 @pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="simulated hosts need root (network namespaces)")
-def test_the_launched_request_runs_through_sagemakers_driver_on_simulated_hosts(aws, dataset, sims, tmp_path):
-    """The dry run's request, dotted LeRobot flags, entry/cluster settings and awkward values included, runs
-    through the SDK's own sm_train.sh on every simulated host to the end."""
+def test_the_launched_request_runs_through_sagemakers_driver_on_simulated_hosts(
+    aws, dataset, sims, tmp_path, monkeypatch
+):
+    """The dry run's request, dotted LeRobot flags, entry/cluster settings, awkward values and a secret included,
+    runs through the SDK's own sm_train.sh on every simulated host to the end."""
+    value = "hf_" + secrets.token_hex(20)
+    client("secretsmanager", aws).create_secret(Name="sim/launched", SecretString=value)
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):  # the sim's stand-in for the job's role
+        monkeypatch.setenv(name, aws[name])
     flags = [
         f"--dataset.repo_id={dataset.repo_id}",
         *(flag for flag in TINY_ACT if not flag.startswith("--policy.device")),  # the entry point picks the device
@@ -372,12 +385,18 @@ def test_the_launched_request_runs_through_sagemakers_driver_on_simulated_hosts(
         f"--role={ROLE}",
         f"--output-s3=s3://{BUCKET}/out",
         f"--dataset-s3=s3://{BUCKET}/data",
+        "--secret=HF_TOKEN=sim/launched",
         "--dry-run",
         *flags,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     (tmp_path / "request.json").write_text(result.stdout)
-    sim = sims(tmp_path / "sim", f"--request={tmp_path / 'request.json'}", f"--channel=dataset={dataset.root}")
+    sim = sims(
+        tmp_path / "sim",
+        f"--request={tmp_path / 'request.json'}",
+        f"--channel=dataset={dataset.root}",
+        f"--aws-endpoint={aws['AWS_ENDPOINT_URL']}",
+    )
     assert sim.finish() == {
         "algo-1": {"exit_code": 0, "failure": None},
         "algo-2": {"exit_code": 0, "failure": None},
@@ -394,6 +413,12 @@ def test_the_launched_request_runs_through_sagemakers_driver_on_simulated_hosts(
     assert config["job_name"] == "act on two hosts" and config["dataset"]["episodes"] == [0, 1, 2, 3]
     # rank 0's host holds the checkpoint's one part, which may be either host: what S3 holds once synced
     assert (synced_checkpoints(tmp_path / "sim") / "000003" / "pretrained_model" / "model.safetensors").is_file()
+    # Read on each host, and in nothing a training wrote either: curves, summary, checkpoints, logs, Ray's files.
+    assert all(
+        "read secret HF_TOKEN (sim/launched)" in (tmp_path / "sim" / h / "log.txt").read_text()
+        for h in ("algo-1", "algo-2")
+    )
+    assert files_holding(tmp_path / "sim", value.encode()) == []
 
 
 def test_a_wheel_travels_with_the_code_and_anything_else_is_refused_before_any_upload(aws, tmp_path):

@@ -12,8 +12,8 @@ from pathlib import Path
 import boto3
 import pytest
 
-from conftest import TINY_ACT_HPS, logged_losses, run_cli
-from simulated import assert_clean, wait_for_log
+from conftest import REPO, TINY_ACT_HPS, logged_losses, run_cli, write_hub_cache
+from simulated import assert_clean, files_holding, wait_for_log
 
 pytestmark = [
     pytest.mark.slow,
@@ -75,18 +75,6 @@ def dashboard_answers(workdir: Path) -> dict[str, dict]:
     return shown | ask(*(f"/api/jobs/{job['submission_id']}/logs" for job in jobs))
 
 
-def files_holding(root: Path, needle: bytes) -> list[str]:
-    found = []
-    for path in root.rglob("*"):
-        if path.is_file() and not path.is_symlink():
-            try:
-                if needle in path.read_bytes():
-                    found.append(str(path.relative_to(root)))
-            except OSError:  # a socket or a file Ray removed meanwhile
-                pass
-    return found
-
-
 def test_env_and_a_secret_reach_every_rank_on_every_host_and_the_value_nowhere_else(s3_endpoint, sims, tmp_path):
     value = "hf_" + secrets.token_hex(20)
     boto3.client("secretsmanager").create_secret(Name="sim/hf-token", SecretString=value)
@@ -136,57 +124,54 @@ def test_a_secret_that_does_not_exist_ends_every_host_before_ray_starts_naming_i
     assert_clean()
 
 
-def write_hub_cache(cache: Path, repo_id: str, folder: Path) -> None:
-    """``folder`` as one revision of model repo ``repo_id`` in a Hub cache, laid out as ``hf download
-    --cache-dir`` lays it out: content-addressed blobs, a snapshot of relative links to them, refs/main."""
-    repo = cache / f"models--{repo_id.replace('/', '--')}"
-    files = sorted(p for p in folder.rglob("*") if p.is_file())
-    commit = hashlib.sha1(b"".join(p.read_bytes() for p in files)).hexdigest()
-    for path in files:
-        data = path.read_bytes()
-        blob = repo / "blobs" / hashlib.sha256(data).hexdigest()
-        blob.parent.mkdir(parents=True, exist_ok=True)
-        blob.write_bytes(data)
-        link = repo / "snapshots" / commit / path.relative_to(folder)
-        link.parent.mkdir(parents=True, exist_ok=True)
-        link.symlink_to(os.path.relpath(blob, link.parent))
-    (repo / "refs").mkdir(parents=True)
-    (repo / "refs" / "main").write_text(commit)
+def readme_staging_lines() -> list[str]:
+    """The README's two commands that stage the Hub's files: the block's lines before `launch`."""
+    text = (REPO / "README.md").read_text()
+    block = text[text.index("\n### Environment, secrets") :].split("```bash\n", 1)[1].split("```", 1)[0]
+    lines = [line.split("#")[0].strip() for line in block.splitlines()]
+    staging = [line for line in lines if line and "raycluster launch" not in line and not line.startswith("--")]
+    assert len(staging) == 2 and "hf download" in staging[0] and "raycluster hub-cache" in staging[1], staging
+    return staging
 
 
-def test_a_pretrained_policy_from_a_hub_cache_on_s3_fine_tunes_with_no_hub(job, s3_endpoint, tmp_path):
-    # From scratch first: 20 steps, whose final model becomes the pretrained policy.
-    hps = {**TINY_ACT_HPS, "steps": 20, "save_freq": 20, "log_freq": 1}
+def test_a_pretrained_policy_from_a_hub_cache_on_s3_fine_tunes_with_no_hub(job, s3_endpoint, tmp_path, monkeypatch):
+    # From scratch first: 20 steps (at a rate that learns in 20), whose final model becomes the pretrained policy.
+    hps = {**TINY_ACT_HPS, "steps": 20, "save_freq": 20, "log_freq": 1, "policy__optimizer_lr": 1e-3}
     scratch = job(tmp_path / "scratch", 2, hps).finish()
     assert all(h["exit_code"] == 0 for h in scratch.values()), scratch
     from_scratch = logged_losses((tmp_path / "scratch" / "algo-1" / "log.txt").read_text())
-    model = tmp_path / "scratch" / "algo-1" / "opt" / "ml" / "model" / "pretrained_model"
-    cache = tmp_path / "hub"
-    write_hub_cache(cache, "local/tiny-act", model)
-    # The README's two commands (HF_HUB_OFFLINE=1 here, so `hf download` finds the repo in the cache only).
-    downloaded = subprocess.run(
-        ["hf", "download", "local/tiny-act", "--cache-dir", str(cache)], capture_output=True, text=True, timeout=120
+    # Saved as the repo the README stages, in the cache `hf download` would have made in a clone of the README's.
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    (clone / ".venv").symlink_to(REPO / ".venv")
+    write_hub_cache(
+        clone / "hub",
+        "lerobot/smolvla_base",
+        tmp_path / "scratch" / "algo-1" / "opt" / "ml" / "model" / "pretrained_model",
     )
-    assert downloaded.returncode == 0, downloaded.stderr[-2000:]
-    staged = run_cli("hub-cache", str(cache), "s3://ckpts/hub", timeout=120)
-    assert staged.returncode == 0 and "model:local/tiny-act" in staged.stdout, staged.stderr[-2000:]
+    boto3.client("s3").create_bucket(Bucket="my-bucket")
+    # The README's two commands as written (HF_HUB_OFFLINE=1 here: `hf download` finds the repo in the cache).
+    for line in readme_staging_lines():
+        ran = subprocess.run(["bash", "-euo", "pipefail", "-c", line], cwd=clone, capture_output=True, text=True)
+        assert ran.returncode == 0, (line, ran.stderr[-2000:])
+    assert "model:lerobot/smolvla_base" in ran.stdout, ran.stdout
     # The `hub` channel as SageMaker presents it: the prefix's objects as files (no links, no blobs).
     channel = tmp_path / "channel"
     s3 = boto3.client("s3")
-    for item in s3.list_objects_v2(Bucket="ckpts", Prefix="hub/")["Contents"]:
+    for item in s3.list_objects_v2(Bucket="my-bucket", Prefix="hub/")["Contents"]:
         target = channel / item["Key"].removeprefix("hub/")
         target.parent.mkdir(parents=True, exist_ok=True)
-        s3.download_file("ckpts", item["Key"], str(target))
-    assert not list(channel.rglob("blobs"))
+        s3.download_file("my-bucket", item["Key"], str(target))
+    assert not list(channel.rglob("blobs")) and not [p for p in channel.rglob("*") if p.is_symlink()]
+    # The hosts have no network at all, and HF_HUB_OFFLINE comes from the job (the channel's), not from here.
+    monkeypatch.delenv("HF_HUB_OFFLINE")
     tuned = {key: value for key, value in hps.items() if not key.startswith("policy__")}
-    tuned |= {"policy__path": "local/tiny-act", "policy__push_to_hub": False, "steps": 2, "save_freq": 2}
+    tuned |= {"policy__path": "lerobot/smolvla_base", "policy__push_to_hub": False, "steps": 2, "save_freq": 2}
     result = job(tmp_path / "tuned", 2, tuned, f"--channel=hub={channel}").finish()
     assert all(h["exit_code"] == 0 for h in result.values()), result
-    log = (tmp_path / "tuned" / "algo-1" / "log.txt").read_text()
-    fine_tuned = logged_losses(log)
-    # The hosts have no network at all: the policy came from the channel, through huggingface_hub offline.
+    fine_tuned = logged_losses((tmp_path / "tuned" / "algo-1" / "log.txt").read_text())
     assert fine_tuned[1] < from_scratch[1] / 2, (fine_tuned, from_scratch)
     model_dir = tmp_path / "tuned" / "algo-1" / "opt" / "ml" / "model"
     config = json.loads((model_dir / "pretrained_model" / "train_config.json").read_text())
-    assert config["policy"]["pretrained_path"] == "local/tiny-act"
+    assert config["policy"]["pretrained_path"] == "lerobot/smolvla_base"
     assert_clean()

@@ -29,6 +29,8 @@ OWNED_NAMES = frozenset(
     {"PATH", "HOME", "PYTHONPATH", "RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH", "RAY_JOB_STOP_WAIT_TIME_S"}
 )
 CREDENTIAL = re.compile(r"TOKEN|API_?KEY|SECRET|PASSWORD|PASSWD|ACCESS_KEY|PRIVATE_KEY", re.IGNORECASE)
+WHERE_SUFFIXES = ("_PATH", "_FILE", "_DIR")
+"""Where a credential is (HF_TOKEN_PATH), not one."""
 SECRET_ID = re.compile(r"^(arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[\w/+=.@-]+|[\w/+=.@-]{1,512})\Z")
 
 
@@ -44,7 +46,7 @@ def job_environment(env: Mapping[str, str], secrets: Mapping[str, str], hub_cach
     """The request's Environment for ``--env`` and ``--secret`` (each checked, with the fix in one line)."""
     for name, value in env.items():
         check_name("--env", name, hub_cache)
-        if CREDENTIAL.search(name):
+        if CREDENTIAL.search(name) and not name.endswith(WHERE_SUFFIXES):
             raise UsageError(
                 f"--env {name}=...: it looks like a credential, and DescribeTrainingJob shows every --env value; "
                 f"store it in AWS Secrets Manager and pass --secret {name}=<secret name or ARN>"

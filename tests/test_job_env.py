@@ -1,0 +1,96 @@
+"""The job's environment and secrets, checked at launch and read on a host: Secrets Manager is a moto server on
+loopback reached through real boto3; the Hub cache is read by huggingface_hub's own scan."""
+
+import os
+import subprocess
+import sys
+
+import boto3
+import pytest
+
+from conftest import write_hub_cache
+from raycluster.errors import UsageError
+from raycluster.hub_cache import cache_files
+from raycluster.sagemaker.job_env import SECRET_PREFIX, SECRETS_REGION, hub_cache_env, job_environment
+from raycluster.sagemaker.secrets import read_secrets
+
+
+@pytest.fixture(scope="module")
+def secret_arn(s3_endpoint):
+    """A secret in eu-west-1 of the moto server (its endpoint and fake credentials in the environment)."""
+    client = boto3.client("secretsmanager", region_name="eu-west-1")
+    return client.create_secret(Name="team/wandb", SecretString="wandb-value")["ARN"]
+
+
+def test_the_request_carries_env_as_given_and_a_secret_by_its_id_only():
+    given = {"NCCL_DEBUG": "INFO", "HF_TOKEN_PATH": "/opt/ml/input/data/code/token"}  # where one is: not one
+    environment = job_environment(given, {"HF_TOKEN": "team/hf"}, hub_cache=False, region="eu-west-1")
+    assert environment == {**given, SECRET_PREFIX + "HF_TOKEN": "team/hf", SECRETS_REGION: "eu-west-1"}
+    assert job_environment({}, {}, hub_cache=False, region="") == {}
+
+
+@pytest.mark.parametrize(
+    ("env", "secrets", "said"),
+    [
+        ({"RAY_AUTH_MODE": "disabled"}, {}, "RAY_AUTH_MODE is not yours to set"),
+        ({"PYTHONPATH": "/x"}, {}, "PYTHONPATH is not yours to set"),
+        ({"TRAINING_JOB_NAME": "x"}, {}, "TRAINING_JOB_NAME is not yours to set"),
+        ({"WANDB_API_KEY": "k"}, {}, "pass --secret WANDB_API_KEY=<secret name or ARN>"),
+        ({"DB_PASSWORD": "k"}, {}, "it looks like a credential"),
+        ({"X": "v" * 513}, {}, "values are at most 512 characters"),
+        ({"A-B": "1"}, {}, "a name is letters, digits and '_'"),
+        ({}, {"HF_TOKEN": "arn:aws:s3:::bucket"}, "expected a Secrets Manager secret name or ARN"),
+        ({"HF_TOKEN_PATH": "/x"}, {"HF_TOKEN_PATH": "team/hf"}, "give HF_TOKEN_PATH one way"),
+        ({f"V{k}": "1" for k in range(99)}, {"S": "s"}, "at most 99 in all"),
+    ],
+)
+def test_an_env_or_secret_the_job_may_not_have_is_refused_naming_it(env, secrets, said):
+    with pytest.raises(UsageError) as refused:
+        job_environment(env, secrets, hub_cache=False, region="eu-west-1")
+    assert said in str(refused.value)
+
+
+def test_a_host_reads_each_secret_by_name_in_the_launch_region_or_by_arn_in_its_own(secret_arn):
+    arn = secret_arn
+    environ = {SECRET_PREFIX + "WANDB_API_KEY": "team/wandb", SECRET_PREFIX + "OTHER": arn, SECRETS_REGION: "eu-west-1"}
+    assert read_secrets(environ) == {"WANDB_API_KEY": "wandb-value", "OTHER": "wandb-value"}
+    # The same name in another region is another secret: it does not exist there.
+    with pytest.raises(UsageError) as missing:
+        read_secrets({**environ, SECRETS_REGION: "us-east-2"})
+    assert str(missing.value) == (
+        "secret WANDB_API_KEY (team/wandb) does not exist: create it, or fix --secret WANDB_API_KEY=..."
+    )
+    assert read_secrets({"NCCL_DEBUG": "INFO"}) == {}
+
+
+def test_a_host_without_credentials_stops_naming_the_secret_not_its_value(s3_endpoint, secret_arn, tmp_path):
+    env, arn = s3_endpoint, secret_arn
+    code = "import sys; from raycluster.sagemaker.secrets import read_secrets; "
+    code += f"read_secrets({{'{SECRET_PREFIX}WANDB_API_KEY': '{arn}'}})"
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    clean |= {"AWS_ENDPOINT_URL": env["AWS_ENDPOINT_URL"], "AWS_EC2_METADATA_DISABLED": "true", "HOME": str(tmp_path)}
+    result = subprocess.run([sys.executable, "-c", code], env=clean, capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0
+    assert f"secret WANDB_API_KEY ({arn}): no AWS credentials on this host" in result.stderr
+    assert "wandb-value" not in result.stderr + result.stdout
+
+
+def test_a_hub_cache_is_staged_as_its_refs_and_snapshot_files_and_anything_else_refused(tmp_path):
+    folder = tmp_path / "policy"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"type": "act"}')
+    (folder / "model.safetensors").write_bytes(b"\0" * 64)
+    cache = tmp_path / "hub"
+    write_hub_cache(cache, "local/tiny-act", folder)
+    repos, files = cache_files(cache)
+    keys = sorted(key for _, key in files)
+    assert repos == ["model:local/tiny-act"]
+    assert keys[0] == "models--local--tiny-act/refs/main" and len(keys) == 3
+    assert all("/snapshots/" in key and key.endswith(("config.json", "model.safetensors")) for key in keys[1:])
+    with pytest.raises(UsageError, match="no Hub cache there; make one with: hf download REPO --cache-dir"):
+        cache_files(tmp_path / "nowhere")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UsageError, match="the cache holds no repo"):
+        cache_files(tmp_path / "empty")
+    assert hub_cache_env({}) == {}
+    assert hub_cache_env({"hub": cache}) == {"HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
