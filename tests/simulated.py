@@ -72,6 +72,11 @@ def kill(pid: int) -> None:
         pass
 
 
+STARTED: list[Sim] = []
+"""Every sim this test process started: what ``assert_clean`` looks at (another run's sims on this machine are
+none of a test's business)."""
+
+
 def start_sim(workdir: Path, *args: str, cwd: Path = REPO) -> Sim:
     workdir.mkdir(parents=True, exist_ok=True)
     # Into a file, not a pipe: a pipe nobody reads until the end fills up (pip alone prints hundreds of
@@ -84,7 +89,8 @@ def start_sim(workdir: Path, *args: str, cwd: Path = REPO) -> Sim:
             stderr=subprocess.STDOUT,
             text=True,
         )
-    return Sim(workdir, process)
+    STARTED.append(Sim(workdir, process))
+    return STARTED[-1]
 
 
 def namespaces() -> list[str]:
@@ -93,11 +99,20 @@ def namespaces() -> list[str]:
 
 
 def leftovers() -> list[str]:
-    """Every simulated host's namespace and every sim process still on this machine, by name and PID."""
-    processes = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout.splitlines()
-    return [f"namespace {name}" for name in namespaces()] + [
-        f"process {line.strip()}" for line in processes if SIM_PROCESS.search(line)
-    ]
+    """What the sims this test process started left on this machine: their hosts' namespaces, the sim itself
+    and each host's wrapper (every process of a host lives in the wrapper's PID namespace and dies with it)."""
+    tags = {f.read_text().split("-", 1)[0] for sim in STARTED for f in sim.workdir.glob("algo-*/netns")}
+    left = [f"namespace {name}" for name in namespaces() if name.split("-", 1)[0] in tags]
+    for sim in STARTED:
+        pids = [sim.process.pid] + [int(f.read_text()) for f in sim.workdir.glob("algo-*/host.pid")]
+        for pid in pids:
+            try:
+                process = psutil.Process(pid)
+                if process.status() != psutil.STATUS_ZOMBIE and SIM_PROCESS.search(" ".join(process.cmdline())):
+                    left.append(f"process {pid} {' '.join(process.cmdline())}")
+            except psutil.NoSuchProcess:
+                continue
+    return left
 
 
 def assert_clean() -> None:

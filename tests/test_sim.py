@@ -131,9 +131,7 @@ def wandb_runs(workdir: Path) -> dict[str, list[int]]:
             record = wandb_internal_pb2.Record()
             record.ParseFromString(data)
             if record.WhichOneof("record_type") == "history":
-                if any(
-                    item.key == "train/loss" or item.nested_key == ["train", "loss"] for item in record.history.item
-                ):
+                if any("train/loss" in (item.key, "/".join(item.nested_key)) for item in record.history.item):
                     steps.append(record.history.step.num)
         runs[f"{path.relative_to(workdir).parts[0]} {path.stem.removeprefix('run-')}"] = steps
     return runs

@@ -18,7 +18,7 @@ from raycluster.sagemaker.failure import HostFailure, write_failure
 from raycluster.sagemaker.head import Head
 from raycluster.sagemaker.host_node import auth_env
 from raycluster.sagemaker.hyperparameters import split_hyperparameters
-from raycluster.sagemaker.job_env import hub_cache_env
+from raycluster.sagemaker.job_env import hub_cache_env, tracker_env
 from raycluster.sagemaker.job_plan import check_kept_on_sagemaker, job_flags, job_script, trains
 from raycluster.sagemaker.reaper import OrphanReaper
 from raycluster.sagemaker.secrets import read_secrets
@@ -58,6 +58,7 @@ def main(stop: StopClock) -> int:
         # read ends the job here, on every host, before a cluster is half made.
         os.environ.update(read_secrets(os.environ))
         os.environ.update(hub_cache_env(topology.channels))
+        os.environ.update(tracker_env(os.environ))
         # Before any Ray node starts: the nodes, the job's driver and its workers inherit PYTHONPATH.
         install_shipped_wheels(os.environ)
         # This process talks to the cluster too: it needs the same credentials as the nodes, in the environment

@@ -79,3 +79,10 @@ def hub_cache_env(channels: Mapping[str, Path]) -> dict[str, str]:
     if HUB_CHANNEL not in channels:
         return {}
     return {"HF_HUB_CACHE": str(channels[HUB_CHANNEL]), "HF_HUB_OFFLINE": "1"}
+
+
+def tracker_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """W&B's own SageMaker integration names a run after the job and the host, over the id LeRobot passes to
+    resume: every restarted job (a spot reclaim) would start a new run. LeRobot's id wins instead; a value the
+    job set itself (``--env WANDB_SAGEMAKER_DISABLE=false``) is kept."""
+    return {} if "WANDB_SAGEMAKER_DISABLE" in environ else {"WANDB_SAGEMAKER_DISABLE": "true"}
