@@ -1,6 +1,7 @@
 """The job's environment and secrets, checked at launch and read on a host: Secrets Manager is a moto server on
 loopback reached through real boto3; the Hub cache is read by huggingface_hub's own scan."""
 
+import json
 import os
 import subprocess
 import sys
@@ -8,7 +9,7 @@ import sys
 import boto3
 import pytest
 
-from conftest import write_hub_cache
+from conftest import run_cli, write_hub_cache
 from raycluster.errors import UsageError
 from raycluster.hub_cache import cache_files
 from raycluster.sagemaker.job_env import SECRET_PREFIX, SECRETS_REGION, hub_cache_env, job_environment
@@ -94,3 +95,22 @@ def test_a_hub_cache_is_staged_as_its_refs_and_snapshot_files_and_anything_else_
         cache_files(tmp_path / "empty")
     assert hub_cache_env({}) == {}
     assert hub_cache_env({"hub": cache}) == {"HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
+
+
+def test_the_dry_run_request_holds_env_secret_ids_and_the_hub_channel(tmp_path):
+    shown = run_cli(
+        "launch", "--instance-type=ml.g5.xlarge", "--role=arn:aws:iam::123456789012:role/R", "--region=eu-west-1",
+        "--output-s3=s3://my-bucket/out", "--hub-cache-s3=s3://my-bucket/hub", "--env=NCCL_DEBUG=INFO",
+        "--secret=HF_TOKEN=team/hf", "--secret=WANDB_API_KEY=arn:aws:secretsmanager:us-east-1:123456789012:secret:w-AbC",
+        "--policy.path=lerobot/smolvla_base", "--dry-run",
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    request = json.loads(shown.stdout)
+    assert request["Environment"] == {
+        "NCCL_DEBUG": "INFO",
+        SECRET_PREFIX + "HF_TOKEN": "team/hf",
+        SECRET_PREFIX + "WANDB_API_KEY": "arn:aws:secretsmanager:us-east-1:123456789012:secret:w-AbC",
+        SECRETS_REGION: "eu-west-1",
+    }
+    (hub,) = [c for c in request["InputDataConfig"] if c["ChannelName"] == "hub"]
+    assert hub["InputMode"] == "FastFile" and hub["DataSource"]["S3DataSource"]["S3Uri"] == "s3://my-bucket/hub"
