@@ -131,7 +131,7 @@ def board_on_this_node():
 class ProgressBeacon(LoopHooks):
     """One rank's beats: a daemon thread sends the state every ``every_s``; the loop's hooks only update it,
     so a step costs no remote call. ``validates_every``: the steps after which LeRobot validates (its own
-    ``--eval_freq``/``--env_eval_freq`` with an env, ``--eval_steps``), which run right after that step."""
+    ``--env_eval_freq`` with an env, ``--eval_steps``), which run right after that step."""
 
     def __init__(self, send, rank: int, attempt: int, where: tuple[str, str], every_s: float, validates_every=()):
         """``send``: takes a ``Beat`` and must not block (the board's ``beat.remote``); ``where``: this rank's

@@ -141,9 +141,9 @@ def rank_hosts(node: str, rank: int, world_size: int) -> list[str]:
 
 
 def validations(cfg) -> tuple[int, ...]:
-    """Every how many steps LeRobot validates: in an env only when it has one (0.6.x ``--eval_freq``, main
-    ``--env_eval_freq``), on held-out data with main's ``--eval_steps``."""
-    names = ("eval_freq", "env_eval_freq") if getattr(cfg, "env", None) is not None else ()
+    """Every how many steps LeRobot validates: in an env only when it has one (``--env_eval_freq``), on
+    held-out data with ``--eval_steps`` (both lines)."""
+    names = ("env_eval_freq",) if getattr(cfg, "env", None) is not None else ()
     return tuple(getattr(cfg, name, 0) or 0 for name in (*names, "eval_steps"))
 
 
