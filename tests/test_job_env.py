@@ -12,6 +12,7 @@ import pytest
 from conftest import run_cli, write_hub_cache
 from raycluster.errors import UsageError
 from raycluster.hub_cache import cache_files
+from raycluster.launch.spec import LaunchSpec
 from raycluster.sagemaker.job_env import SECRET_PREFIX, SECRETS_REGION, hub_cache_env, job_environment
 from raycluster.sagemaker.secrets import read_secrets
 
@@ -24,7 +25,12 @@ def secret_arn(s3_endpoint):
 
 
 def test_the_request_carries_env_as_given_and_a_secret_by_its_id_only():
-    given = {"NCCL_DEBUG": "INFO", "HF_TOKEN_PATH": "/opt/ml/input/data/code/token"}  # where one is: not one
+    given = {
+        "NCCL_DEBUG": "INFO",
+        "HF_TOKEN_PATH": "/opt/ml/input/data/code/token",  # where a credential is, not one
+        "TOKENIZERS_PARALLELISM": "false",
+        "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1",  # a switch
+    }
     environment = job_environment(given, {"HF_TOKEN": "team/hf"}, hub_cache=False, region="eu-west-1")
     assert environment == {**given, SECRET_PREFIX + "HF_TOKEN": "team/hf", SECRETS_REGION: "eu-west-1"}
     assert job_environment({}, {}, hub_cache=False, region="") == {}
@@ -43,6 +49,9 @@ def test_the_request_carries_env_as_given_and_a_secret_by_its_id_only():
         ({}, {"HF_TOKEN": "arn:aws:s3:::bucket"}, "expected a Secrets Manager secret name or ARN"),
         ({"HF_TOKEN_PATH": "/x"}, {"HF_TOKEN_PATH": "team/hf"}, "give HF_TOKEN_PATH one way"),
         ({f"V{k}": "1" for k in range(99)}, {"S": "s"}, "at most 99 in all"),
+        ({"LD_PRELOAD": "/x.so"}, {}, "LD_PRELOAD is not yours to set"),
+        ({}, {"RAY_AUTH_TOKEN": "team/t"}, "RAY_AUTH_TOKEN is not yours to set"),  # it would beat the job's token
+        ({}, {"RAY_TRAIN_X": "team/t"}, "Ray shows RAY_* variables on the dashboard"),
     ],
 )
 def test_an_env_or_secret_the_job_may_not_have_is_refused_naming_it(env, secrets, said):
@@ -102,7 +111,7 @@ def test_the_dry_run_request_holds_env_secret_ids_and_the_hub_channel(tmp_path):
         "launch", "--instance-type=ml.g5.xlarge", "--role=arn:aws:iam::123456789012:role/R", "--region=eu-west-1",
         "--output-s3=s3://my-bucket/out", "--hub-cache-s3=s3://my-bucket/hub", "--env=NCCL_DEBUG=INFO",
         "--secret=HF_TOKEN=team/hf", "--secret=WANDB_API_KEY=arn:aws:secretsmanager:us-east-1:123456789012:secret:w-AbC",
-        "--policy.path=lerobot/smolvla_base", "--dry-run",
+        "--policy.path=lerobot/smolvla_base", "--policy.push_to_hub=false", "--dry-run",
     )  # fmt: skip
     assert shown.returncode == 0, shown.stderr[-2000:]
     request = json.loads(shown.stdout)
@@ -114,3 +123,14 @@ def test_the_dry_run_request_holds_env_secret_ids_and_the_hub_channel(tmp_path):
     }
     (hub,) = [c for c in request["InputDataConfig"] if c["ChannelName"] == "hub"]
     assert hub["InputMode"] == "FastFile" and hub["DataSource"]["S3DataSource"]["S3Uri"] == "s3://my-bucket/hub"
+
+
+def test_a_hub_cache_job_that_would_push_to_the_hub_at_its_end_is_refused_at_launch():
+    spec = LaunchSpec(
+        instance_type="ml.g5.xlarge",
+        role="arn:aws:iam::123456789012:role/R",
+        hub_cache_s3="s3://my-bucket/hub",
+        flags=("--policy.path=lerobot/smolvla_base", "--policy.repo_id=me/tuned"),
+    )
+    with pytest.raises(UsageError, match="add --policy.push_to_hub=false"):
+        spec.check()

@@ -167,6 +167,12 @@ class LaunchSpec:
         # Refused here, before any upload, as the entry point would refuse them on the hosts: what SageMaker's
         # driver cannot carry, and entry.* / cluster.* settings out of range.
         flags = split_hyperparameters(to_hyperparameters(list(self.flags)))[1]
+        if self.hub_cache_s3 and "--policy.push_to_hub=false" not in (flag.lower() for flag in flags):
+            raise UsageError(
+                "--hub-cache-s3: the hosts read the Hub offline (HF_HUB_OFFLINE=1), so LeRobot's push to the Hub at "
+                "the end would fail after the whole training; add --policy.push_to_hub=false (the model is in "
+                "/opt/ml/model, to push from there)"
+            )
         cluster, _ = split_cluster_args(flags)
         check_checkpoints_kept(flags, DEFAULT_BASE)
         check_kept_on_sagemaker(cluster, DEFAULT_BASE)

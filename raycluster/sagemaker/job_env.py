@@ -23,14 +23,20 @@ HUB_ENV = ("HF_HUB_CACHE", "HF_HUB_OFFLINE")
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")  # SageMaker's rule for Environment keys
 MAX_ENTRIES = 100
 MAX_LENGTH = 512  # SageMaker's limit on an Environment key and on its value
-OWNED_PREFIXES = ("SM_", "SAGEMAKER_", "RAYCLUSTER_", "TRAINING_JOB_", "AWS_")
-"""SageMaker's, ours, and the role's credentials: an AWS_* variable would replace what the role grants."""
+OWNED_PREFIXES = ("SM_", "SAGEMAKER_", "RAYCLUSTER_", "TRAINING_JOB_", "AWS_", "RAY_AUTH_")
+"""SageMaker's, ours, Ray's auth (the job's token) and the role's credentials (an AWS_* variable would replace
+what the role grants)."""
 OWNED_NAMES = frozenset(
-    {"PATH", "HOME", "PYTHONPATH", "RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH", "RAY_JOB_STOP_WAIT_TIME_S"}
+    {"PATH", "HOME", "PYTHONPATH", "PYTHONHOME", "LD_PRELOAD", "LD_LIBRARY_PATH", "RAY_ADDRESS"}
+    | {"RAY_JOB_STOP_WAIT_TIME_S"}
 )
-CREDENTIAL = re.compile(r"TOKEN|API_?KEY|SECRET|PASSWORD|PASSWD|ACCESS_KEY|PRIVATE_KEY", re.IGNORECASE)
+SECRET_REFUSED_PREFIXES = ("RAY_",)
+"""Ray copies RAY_* variables of the driver into the runtime envs it starts, which the dashboard shows."""
+CREDENTIAL = re.compile(r"(^|_)(TOKEN|API_?KEY|SECRET|PASSWORD|PASSWD|ACCESS_KEY|PRIVATE_KEY|CREDENTIALS?)(_|\Z)")
 WHERE_SUFFIXES = ("_PATH", "_FILE", "_DIR")
 """Where a credential is (HF_TOKEN_PATH), not one."""
+SWITCH = re.compile(r"^(0|1|true|false|yes|no|on|off)\Z", re.IGNORECASE)
+"""A value no credential has: HF_HUB_DISABLE_IMPLICIT_TOKEN=1 is a switch."""
 SECRET_ID = re.compile(r"^(arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[\w/+=.@-]+|[\w/+=.@-]{1,512})\Z")
 
 
@@ -46,7 +52,7 @@ def job_environment(env: Mapping[str, str], secrets: Mapping[str, str], hub_cach
     """The request's Environment for ``--env`` and ``--secret`` (each checked, with the fix in one line)."""
     for name, value in env.items():
         check_name("--env", name, hub_cache)
-        if CREDENTIAL.search(name) and not name.endswith(WHERE_SUFFIXES):
+        if CREDENTIAL.search(name.upper()) and not name.endswith(WHERE_SUFFIXES) and not SWITCH.match(value):
             raise UsageError(
                 f"--env {name}=...: it looks like a credential, and DescribeTrainingJob shows every --env value; "
                 f"store it in AWS Secrets Manager and pass --secret {name}=<secret name or ARN>"
@@ -55,6 +61,8 @@ def job_environment(env: Mapping[str, str], secrets: Mapping[str, str], hub_cach
             raise UsageError(f"--env {name}=...: values are at most {MAX_LENGTH} characters (SageMaker's limit)")
     for name, secret in secrets.items():
         check_name("--secret", name, hub_cache)
+        if name.startswith(SECRET_REFUSED_PREFIXES):
+            raise UsageError(f"--secret {name}=...: Ray shows RAY_* variables on the dashboard; choose another name")
         if name in env:
             raise UsageError(f"--secret {name} and --env {name}: give {name} one way")
         if not SECRET_ID.match(secret):

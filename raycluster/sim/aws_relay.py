@@ -5,6 +5,7 @@ machine's own namespace gains no address or route; the relay's socket lives in t
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import logging
 import os
 import socket
@@ -24,14 +25,16 @@ CONNECT_TIMEOUT_S = 10
 def in_namespace(name: str):
     """This thread in network namespace ``name`` (setns(2) moves the calling thread only)."""
     own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-    target = os.open(f"/run/netns/{name}", os.O_RDONLY)
     try:
-        os.setns(target, os.CLONE_NEWNET)
-        yield
+        target = os.open(f"/run/netns/{name}", os.O_RDONLY)
+        try:
+            os.setns(target, os.CLONE_NEWNET)
+            yield
+        finally:
+            os.setns(own, os.CLONE_NEWNET)
+            os.close(target)
     finally:
-        os.setns(own, os.CLONE_NEWNET)
         os.close(own)
-        os.close(target)
 
 
 def _pump(source: socket.socket, sink: socket.socket) -> None:
@@ -45,7 +48,11 @@ def _pump(source: socket.socket, sink: socket.socket) -> None:
 class AwsRelay:
     def __init__(self, network: SimNetwork, endpoint: str):
         parts = urlsplit(endpoint)
-        if parts.scheme != "http" or not parts.hostname or not parts.hostname.startswith("127.") or not parts.port:
+        try:
+            loopback = parts.scheme == "http" and ipaddress.IPv4Address(parts.hostname or "").is_loopback
+        except ValueError:
+            loopback = False
+        if not loopback or not parts.port:
             raise UsageError(f"--aws-endpoint {endpoint!r}: expected http://127.x.x.x:PORT (a server on loopback)")
         self.target = (parts.hostname, parts.port)
         self.network = network
@@ -84,4 +91,6 @@ class AwsRelay:
 
     def stop(self) -> None:
         if self.server is not None:
+            with contextlib.suppress(OSError):  # wakes the accept() that close() alone leaves blocked
+                self.server.shutdown(socket.SHUT_RDWR)
             self.server.close()

@@ -215,3 +215,10 @@ def run_main() -> None:
     from lerobot.scripts import lerobot_train
 
     lerobot_train.main()
+
+
+def validations(cfg) -> tuple[int, ...]:
+    """Every how many steps LeRobot validates: in an env only when it has one (``--env_eval_freq``), on
+    held-out data with ``--eval_steps`` (both lines)."""
+    names = ("env_eval_freq",) if getattr(cfg, "env", None) is not None else ()
+    return tuple(getattr(cfg, name, 0) or 0 for name in (*names, "eval_steps"))

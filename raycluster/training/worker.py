@@ -8,7 +8,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import ray.train
 import ray.train.torch
 import torch.distributed as dist
 
@@ -26,7 +25,7 @@ from raycluster.training.resume import Start, decide_start, drop_abandoned_saves
 from raycluster.training.shipping import Shipper, checkpoint_shipping, outcome
 from raycluster.training.stacks import answer_stack_requests
 from raycluster.training.summary import Measured
-from raycluster.training.tracker import finish_tracker
+from raycluster.training.tracker import TrackerEnd
 
 log = logging.getLogger(__name__)
 
@@ -140,13 +139,6 @@ def rank_hosts(node: str, rank: int, world_size: int) -> list[str]:
     return hosts
 
 
-def validations(cfg) -> tuple[int, ...]:
-    """Every how many steps LeRobot validates: in an env only when it has one (``--env_eval_freq``), on
-    held-out data with ``--eval_steps`` (both lines)."""
-    names = ("env_eval_freq",) if getattr(cfg, "env", None) is not None else ()
-    return tuple(getattr(cfg, name, 0) or 0 for name in (*names, "eval_steps"))
-
-
 def loop_hooks(worker: WorkerConfig, cfg, rank: int, world_size: int, device, start: Start, shipping):
     """Everything that watches LeRobot's loop on this rank: the step recorder, the stop agreement, the
     checkpoint shipper where this rank ships a part (rank 0 always), and the curves (with the attempt's
@@ -156,7 +148,11 @@ def loop_hooks(worker: WorkerConfig, cfg, rank: int, world_size: int, device, st
     hooks, shipper, curves = [recorder, agreement], None, worker.curves
     if worker.progress is not None:
         where, every_s = rank_whereabouts(), worker.beats_every_s
-        hooks.append(ProgressBeacon(worker.progress.beat.remote, rank, start.attempt, where, every_s, validations(cfg)))
+        hooks.append(
+            ProgressBeacon(
+                worker.progress.beat.remote, rank, start.attempt, where, every_s, lerobot_api.validations(cfg)
+            )
+        )
     if rank == 0:
         hooks.append(LoopPhases(worker.journal.phase.remote, start.attempt))
     if shipping is not None:
@@ -171,7 +167,7 @@ def loop_hooks(worker: WorkerConfig, cfg, rank: int, world_size: int, device, st
     return recorder, shipper, hooks
 
 
-def run_loop(line, cfg, args: list[str], placement: Placement, hooks: list, rank: int, curves) -> int | None:
+def run_loop(line, cfg, args, placement: Placement, hooks: list, rank: int, curves, tracker: TrackerEnd) -> int | None:
     """LeRobot's own ``train``, watched by ``hooks``; the step it stopped at when it was asked to stop."""
     stopped = failed = False
     try:
@@ -187,7 +183,9 @@ def run_loop(line, cfg, args: list[str], placement: Placement, hooks: list, rank
         failed = True
         raise
     finally:
-        finish_tracker(stopped, failed)
+        tracker.begin(stopped, failed)  # the W&B run LeRobot made: finished beside what follows
+        if failed:
+            tracker.wait()
     return None
 
 
@@ -228,7 +226,8 @@ def train_loop_per_worker(config: dict) -> WorkerResult | None:
     recorder, shipper, hooks = loop_hooks(worker, cfg, rank, world_size, device, start, shipping)
     backend = dist.get_backend()  # LeRobot's train ends by destroying the process group
     started = time.perf_counter()
-    interrupted_at = run_loop(line, cfg, args, placement, hooks, rank, worker.curves)
+    tracker = TrackerEnd()
+    interrupted_at = run_loop(line, cfg, args, placement, hooks, rank, worker.curves, tracker)
     beacon = loop_ended(hooks, rank)
     if rank != 0:
         if shipper is not None:  # this host's part of the last checkpoints: rank 0's summary waits for it
@@ -237,6 +236,7 @@ def train_loop_per_worker(config: dict) -> WorkerResult | None:
     published, lost = publish_all(worker, Path(cfg.output_dir), shipper, final=interrupted_at is None)
     # Waited for: the driver reads the journal once this returns, and one caller's calls arrive in order.
     ray.get(worker.journal.phase.remote(Phase("final_checkpoint_published", time.time(), start.attempt)))
+    tracker.wait()  # after the checkpoints: a stop's save is published first
     result = WorkerResult(
         world_size=world_size, backend=backend, policy_wrapper=recorder.policy_class,
         mixed_precision=line.precision(cfg, placement), final_step=recorder.last_step or start.resumed_from,
