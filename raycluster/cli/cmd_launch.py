@@ -67,7 +67,9 @@ def add_options(parser: argparse.ArgumentParser, spec: type) -> None:
     for field, flag in offered(spec):
         required = field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
         doc = get_attribute_docstring(spec, field.name).docstring_below or None
-        metavar = "KEY=VALUE" if field.type.startswith("dict") else flag[2:].upper().replace("-", "_")
+        metavar = field.metadata.get("metavar") or (
+            "KEY=VALUE" if field.type.startswith("dict") else flag[2:].upper().replace("-", "_")
+        )
         kwargs = dict(dest=field.name, help=doc, default=argparse.SUPPRESS, required=required)
         if field.type == "bool":
             parser.add_argument(flag, action="store_true", **kwargs)

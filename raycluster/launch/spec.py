@@ -26,9 +26,10 @@ MAX_RUNTIME_S = 28 * 24 * 3600
 """SageMaker's limit on MaxRuntimeInSeconds and MaxWaitTimeInSeconds."""
 
 
-def option(flag: str | None = None, **kwargs):
+def option(flag: str | None = None, metavar: str | None = None, **kwargs):
     """A field that ``raycluster launch`` offers as ``flag`` (``--field-name`` unless given; ``""``: none)."""
-    return field(metadata={} if flag is None else {"flag": flag}, **kwargs)
+    metadata = {name: value for name, value in (("flag", flag), ("metavar", metavar)) if value is not None}
+    return field(metadata=metadata, **kwargs)
 
 
 @dataclass(frozen=True)
@@ -67,11 +68,11 @@ class LaunchSpec:
     hub_cache_s3: str | None = None
     """s3:// URI of a Hugging Face Hub cache (`hf download --cache-dir`): the `hub` channel, FastFile mode; every
     host reads the Hub's files there with HF_HUB_OFFLINE=1 (a --policy.path=<repo id> included)."""
-    env: dict[str, str] = option("--env", default_factory=dict)
-    """NAME=VALUE for every rank on every host, repeatable (shown by DescribeTrainingJob: no secrets)."""
-    secrets: dict[str, str] = option("--secret", default_factory=dict)
-    """NAME=SECRET: every rank sees NAME set to the value of SECRET (an AWS Secrets Manager name or ARN), read on
-    each host with the job's role; the value is sent nowhere; repeatable."""
+    env: dict[str, str] = option("--env", "NAME=VALUE", default_factory=dict)
+    """For every rank on every host, repeatable (DescribeTrainingJob shows it: no secrets)."""
+    secrets: dict[str, str] = option("--secret", "NAME=SECRET", default_factory=dict)
+    """Every rank sees NAME set to the value of SECRET (an AWS Secrets Manager name or ARN), read on each host
+    with the job's role; the value is sent nowhere; repeatable."""
     base_job_name: str = option("--job-name", default="raycluster")
     """Base job name."""
     tags: dict[str, str] = option("--tag", default_factory=dict)
