@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 
 from raycluster.errors import UsageError
+from raycluster.evals.resources import check_eval_flags
 from raycluster.settings import parse_group
 
 GROUP = "cluster"
@@ -64,6 +65,19 @@ class ClusterConfig:
     """Serve the live curves (trackio's dashboard; writes need its token, which is never printed) on
     ``127.0.0.1:PORT`` of the driver's node while the run goes; 0: not served. SageMaker jobs: 8266, reached
     with ``raycluster dashboard``."""
+    async_eval: bool = False
+    """Evaluate every published checkpoint as a Ray task while training goes on, never inside LeRobot's loop
+    (whose own evaluations are then off): the loss on the held-out episodes of ``--dataset.eval_split``, and
+    rollouts in ``--env.type``'s simulation. Needs ``checkpoint_dir``. See ``raycluster/evals``."""
+    eval_resources: str = '{"CPU": 1}'
+    """What each evaluation task takes, as JSON the way Ray counts it: ``{"CPU": 2}``, ``{"GPU": 1}``, or the
+    resource the SageMaker entry point gives the hosts of an instance group, ``{"group:<name>": 1}``."""
+    eval_timeout_s: float = 1800.0
+    """An evaluation running longer than this is cancelled and recorded as timed out (never a failed run)."""
+    keep_best: str = ""
+    """A metric of the evaluations (``eval_loss``: lower is better; ``pc_success``, ``avg_sum_reward``,
+    ``avg_max_reward``: higher is better). The best checkpoint is exported to ``model_dir``, never deleted by
+    retention, and named in the summary's ``best``; empty: the last checkpoint is the model."""
 
     def check(self) -> None:
         if self.num_workers < 1:
@@ -97,6 +111,7 @@ class ClusterConfig:
             )
         if not self.address:
             raise UsageError("--cluster.address must be local, auto or HOST:PORT")
+        check_eval_flags(self)
 
 
 def check_location(name: str, value: str, s3: bool) -> None:

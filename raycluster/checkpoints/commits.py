@@ -131,6 +131,7 @@ class PartCommits:
         )  # fmt: skip
         if self.curves is not None and name.isdigit():
             self.curves.log.remote(int(name), {"checkpoint/publish_s": seconds, "checkpoint/mb": size})
+        self._announce(name)
         run(calls)
         if name.isdigit():
             self._retain()

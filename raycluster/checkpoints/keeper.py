@@ -66,10 +66,32 @@ class CheckpointKeeper(PartCommits, FetchServing):
         self._failures: dict[str, str] = {}
         self.part_stores: list = []
         self.curves = None
+        self.evals = None
+        # Checkpoints retention spares: each from its commit until its evaluation's outcome, and the best.
+        self._held: set[str] = set()
 
     def attach(self, part_stores: list, curves=None) -> None:
         """Every host's part store (retention deletes on all of them), and the curves to mark publishes in."""
         self.part_stores, self.curves = part_stores, curves
+
+    def attach_evals(self, evals) -> None:
+        """The evaluation keeper: told of every commit, after the checkpoint is held for it."""
+        self.evals = evals
+
+    def _announce(self, name: str) -> None:
+        if self.evals is not None and name.isdigit():
+            with self._lock:
+                self._held.add(name)
+            self.evals.published.remote(name)
+
+    def unhold(self, name: str) -> None:
+        with self._lock:
+            self._held.discard(name)
+        self._retain()
+
+    def evaluation_holds(self) -> list[str]:
+        with self._lock:
+            return sorted(self._held, key=int)
 
     # -- receiving -------------------------------------------------------------------------------
     def begin(self) -> str:
@@ -107,6 +129,7 @@ class CheckpointKeeper(PartCommits, FetchServing):
             with self._lock:
                 self._publishing.discard(name)
         log.info("published checkpoint %s to %s", name, self.store)
+        self._announce(name)
         if name.isdigit():
             self._retain()
         return name
@@ -130,6 +153,8 @@ class CheckpointKeeper(PartCommits, FetchServing):
         complete = self.complete_names()
         for name in complete[: -self.keep]:
             with self._lock:  # from here on no fetch may start on it
+                if name in self._held:
+                    continue
                 if self._readers[name] and time.monotonic() - self._read_at[name] < self.read_lease_s:
                     log.info("retention: checkpoint %s is being fetched; deleted at a later save", name)
                     continue

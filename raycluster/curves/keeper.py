@@ -56,6 +56,9 @@ class CurveKeeper:
         """An event at ``step`` (checkpoint, restart, resume, interrupted): a point of ``event/<event>``."""
         self.log(step, {f"event/{event}": float(step), **(metrics or {})})
 
+    def caught_up(self) -> None:
+        """Returns once every call the caller made before is done: Ray runs one caller's calls in order."""
+
     def serve(self, port: int) -> str:
         """trackio's dashboard of the live store on this node's loopback until the run ends; what to say of it."""
         try:

@@ -1,4 +1,5 @@
-"""The run's picture: loss and samples/s over steps, checkpoints and restarts marked."""
+"""The run's picture: loss and samples/s over steps, checkpoints and restarts marked; each checkpoint's
+evaluation (``--cluster.async_eval``) in panels of its own, at that checkpoint's step, the best one marked."""
 
 from __future__ import annotations
 
@@ -6,9 +7,14 @@ from collections import defaultdict
 from pathlib import Path
 
 PNG_NAME = "raycluster_curves.png"
-PANELS = ("loss", "samples_per_s")
+PANELS = ("loss", "samples_per_s", "eval/loss", "eval/pc_success", "eval/avg_sum_reward")
 EVENT = "event/"
-MARK_STYLE = {"checkpoint": ("tab:green", ":"), "restart": ("tab:red", "--"), "interrupted": ("tab:orange", "-.")}
+MARK_STYLE = {
+    "checkpoint": ("tab:green", ":"),
+    "restart": ("tab:red", "--"),
+    "interrupted": ("tab:orange", "-."),
+    "best": ("tab:purple", "-"),
+}
 
 
 def draw(png: Path, rows: list[dict]) -> str | None:
@@ -33,7 +39,11 @@ def draw(png: Path, rows: list[dict]) -> str | None:
     figure, axes = plt.subplots(len(panels), 1, figsize=(8, 3 * len(panels)), sharex=True, squeeze=False)
     for ax, key in zip(axes[:, 0], panels, strict=True):
         steps = sorted(points[key])
-        ax.plot(steps, [points[key][s] for s in steps], marker="." if len(steps) < 50 else None)
+        ax.plot(
+            steps,
+            [points[key][s] for s in steps],
+            marker="o" if key.startswith("eval/") else "." if len(steps) < 50 else None,
+        )
         ax.set_ylabel(key)
         for event, (color, style) in MARK_STYLE.items():
             for i, step in enumerate(sorted(marks.get(event, ()))):

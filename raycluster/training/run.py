@@ -21,15 +21,16 @@ from ray.train import FailureConfig, RunConfig, ScalingConfig
 from ray.train.constants import RAY_TRAIN_ENABLE_STATE_TRACKING as STATE_TRACKING
 from ray.train.torch import TorchTrainer
 
-from raycluster.checkpoints.keeper import keeper_and_part_stores, keeper_on_this_node
 from raycluster.checkpoints.store import open_store
 from raycluster.cluster_config import ClusterConfig
 from raycluster.connect import check_capacity, ray_cluster
 from raycluster.curves.keeper import curves_for_run, finish_curves
 from raycluster.dataset import check_dataset_root
+from raycluster.evals.plan import inline_off, plan_for_run
 from raycluster.training.causes import failure_cause
 from raycluster.training.interrupt import StopRequest, fit_listening, forward_to_journal
 from raycluster.training.journal import RunJournal
+from raycluster.training.keepers import RunKeepers, evaluated, keepers_for_run
 from raycluster.training.lerobot_api import (
     LAST,
     PRETRAINED_MODEL,
@@ -87,6 +88,8 @@ def prepare_lerobot_args(cluster: ClusterConfig, args: list[str], resuming: bool
     parsed: its output dir may exist, and LeRobot validates the saved config when it resumes."""
     line = installed_line()
     args = line.plan_args(args, cluster)
+    if cluster.async_eval:  # every checkpoint is evaluated apart instead (raycluster/evals)
+        args = inline_off(args)
     resumed_step(args)  # a --config_path we could not read a step from: refused before any cluster starts
     cfg = parse_train_config(args, validate=not resuming)
     line.check_config(cfg, cluster)
@@ -94,21 +97,16 @@ def prepare_lerobot_args(cluster: ClusterConfig, args: list[str], resuming: bool
         check_dataset_root(Path(cfg.dataset.root))
     if flag_value(args, "output_dir") is None:
         args = [*args, f"--output_dir={cfg.output_dir}"]
-    return cfg, args
+    return cfg, args, plan_for_run(cluster, cfg)
 
 
-def make_trainer(cluster: ClusterConfig, cfg, args: list[str], journal, staging: str, curves, board) -> TorchTrainer:
-    """Ray Train's TorchTrainer over ``train_loop_per_worker``, with the run's keepers on this node."""
-    model_keeper = checkpoint_keeper = part_stores = None
-    if cluster.model_dir:
-        model_keeper = keeper_on_this_node(cluster.model_dir, local_name_root=True, staging_dir=staging)
-    if cluster.checkpoint_dir:
-        checkpoint_keeper, part_stores = keeper_and_part_stores(
-            cluster.checkpoint_dir, cluster.keep_checkpoints, staging, curves
-        )
+def make_trainer(
+    cluster: ClusterConfig, cfg, args: list[str], journal, keepers: RunKeepers, curves, board
+) -> TorchTrainer:
+    """Ray Train's TorchTrainer over ``train_loop_per_worker``, publishing through the run's keepers."""
     worker = WorkerConfig(
-        args, cluster.use_gpu, cluster.mixed_precision, journal, checkpoint_keeper=checkpoint_keeper,
-        part_stores=part_stores, model_keeper=model_keeper, curves=curves, sharding=cluster.sharding,
+        args, cluster.use_gpu, cluster.mixed_precision, journal, checkpoint_keeper=keepers.checkpoints,
+        part_stores=keepers.part_stores, model_keeper=keepers.model, curves=curves, sharding=cluster.sharding,
         progress=board, beats_every_s=Allowances.for_timeout(cluster.hang_timeout_s).beats_every_s(),
     )  # fmt: skip
     # The dashboard's Train view (runs, attempts, workers) is filled only when this is on; a user's own value wins.
@@ -132,7 +130,9 @@ def make_trainer(cluster: ClusterConfig, cfg, args: list[str], journal, staging:
     )
 
 
-def summarize(result: WorkerResult, cfg, restarts: int, times: Timeline, stopped_by: str | None, curves) -> RunSummary:
+def summarize(
+    result: WorkerResult, cfg, restarts: int, times: Timeline, stopped_by: str | None, curves, evals: dict
+) -> RunSummary:
     measured = {f.name: getattr(result, f.name) for f in fields(Measured)}
     return RunSummary(
         **measured,
@@ -145,6 +145,8 @@ def summarize(result: WorkerResult, cfg, restarts: int, times: Timeline, stopped
         output_dir=str(Path(cfg.output_dir).resolve()),
         stopped_by=stopped_by if result.interrupted_at is not None else None,
         curves=curves,
+        evaluations=evals["evaluations"],
+        best=evals["best"],
     )
 
 
@@ -155,7 +157,7 @@ def run_training(cluster: ClusterConfig, lerobot_args: list[str], stop: StopRequ
     started = command_started()
     cluster, lerobot_args = absolute_paths(cluster, lerobot_args, Path.cwd())
     resuming = bool(cluster.checkpoint_dir) and has_complete_checkpoint(cluster.checkpoint_dir)
-    cfg, args = prepare_lerobot_args(cluster, lerobot_args, resuming)
+    cfg, args, plan = prepare_lerobot_args(cluster, lerobot_args, resuming)
     recorded = [Phase("flags_checked", time.time(), 0)]
     log.info(
         "effective batch = batch_size %d x world_size %d x grad_accum 1 = %d samples per step",
@@ -173,7 +175,8 @@ def run_training(cluster: ClusterConfig, lerobot_args: list[str], stop: StopRequ
         # The stacks' file beside the summary: the model dir first, which SageMaker keeps (its output dir is scratch).
         kept = [Path(cluster.model_dir)] if cluster.model_dir else []
         board = watch_for_hangs(cluster.hang_timeout_s, [*kept, output_dir])
-        trainer = make_trainer(cluster, cfg, args, journal, staging, curves, board[0] if board else None)
+        keepers = keepers_for_run(cluster, plan, staging, curves)
+        trainer = make_trainer(cluster, cfg, args, journal, keepers, curves, board[0] if board else None)
         fitted = threading.Event()
         forward_to_journal(stop, journal, fitted)
         if board:
@@ -181,6 +184,7 @@ def run_training(cluster: ClusterConfig, lerobot_args: list[str], stop: StopRequ
         try:
             result: WorkerResult = fit_listening(trainer, stop).return_value
             recorded += [Phase("training_returned", time.time(), 0), *ray.get(journal.phases.remote(), timeout=60)]
+            evals = evaluated(keepers, cluster, result.interrupted_at is not None, staging)
             mark_phases(curves, recorded, started)
         except Exception as exc:
             raise TrainingFailed(
@@ -191,7 +195,7 @@ def run_training(cluster: ClusterConfig, lerobot_args: list[str], stop: StopRequ
             png = finish_curves(curves)
         restarts = ray.get(journal.attempts.remote(), timeout=60) - 1
     recorded.append(Phase("summary_written", time.time(), 0))
-    summary = summarize(result, cfg, restarts, timeline(recorded, started), stop.name, png)
+    summary = summarize(result, cfg, restarts, timeline(recorded, started), stop.name, png, evals)
     report(summary, cluster, result, stop)
     return summary
 

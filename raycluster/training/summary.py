@@ -54,6 +54,13 @@ class RunSummary(Measured):
     curves: str | None = None
     """The run's picture (loss and samples/s over steps), when curves were recorded; ``raycluster curves
     <output_dir>`` opens the dashboard."""
+    evaluations: list[dict] = field(default_factory=list)
+    """``--cluster.async_eval``: one entry per published checkpoint, oldest first: its ``step``, ``status``
+    (``VALIDATED``, ``VALIDATION_FAILED``, ``VALIDATION_TIMEOUT``, ``SKIPPED``, ``CANCELLED``), ``metrics``
+    (``eval_loss``; ``pc_success``, ``avg_sum_reward``, ``avg_max_reward``), ``seconds``, ``node`` and ``error``."""
+    best: dict | None = None
+    """``--cluster.keep_best``: the best checkpoint (``checkpoint``, ``step``, ``metric``, ``value``) and where it
+    was exported as the model (``exported_to``)."""
 
     def write(self, output_dir: Path) -> Path:
         path = Path(output_dir) / SUMMARY_NAME

@@ -1,0 +1,45 @@
+"""The end of a run's evaluations, on the driver: every outcome, and the best checkpoint exported as the model."""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from pathlib import Path
+
+import ray
+
+from raycluster.checkpoints.transfer import fetch_directory, send_directory
+from raycluster.training.lerobot_api import PRETRAINED_MODEL
+
+log = logging.getLogger(__name__)
+
+NONE = {"evaluations": [], "best": None}
+
+
+def finish_evals(evals, stopped: bool, timeout_s: float) -> dict:
+    """``{"evaluations": [...], "best": {...} | None}`` (see ``EvalKeeper.finish``); never raises: evaluations
+    never fail a run."""
+    if evals is None:
+        return NONE
+    try:
+        return ray.get(evals.finish.remote(stopped), timeout=(0 if stopped else timeout_s) + 120)
+    except Exception as exc:
+        log.warning("the evaluations' outcomes could not be collected: %s", exc)
+        return NONE
+
+
+def export_best(best: dict, checkpoint_keeper, model_keeper, model_dir: str, staging: str) -> dict:
+    """Make the best checkpoint's ``pretrained_model`` the run's model (replacing the last one rank 0 sent), in
+    ``model_dir``; the entry with where it went, or with why it did not (the last checkpoint's model stays)."""
+    name = best["checkpoint"]
+    try:
+        with tempfile.TemporaryDirectory(prefix=f"raycluster-best-{name}-", dir=staging) as scratch:
+            target = Path(scratch) / name
+            fetch_directory(checkpoint_keeper, name, target, only=PRETRAINED_MODEL)
+            send_directory(model_keeper, target / PRETRAINED_MODEL, PRETRAINED_MODEL)
+    except Exception as exc:
+        log.error("the best checkpoint %s could not be exported to %s: %s", name, model_dir, exc)
+        return {**best, "exported_to": None, "export_error": str(exc)}
+    exported = str(Path(model_dir) / PRETRAINED_MODEL)
+    log.info("best checkpoint %s (%s %.4g) exported to %s", name, best["metric"], best["value"], exported)
+    return {**best, "exported_to": exported}

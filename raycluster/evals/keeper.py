@@ -1,0 +1,191 @@
+"""The evaluation keeper: an actor on the driver's node that runs one evaluation task per published checkpoint
+and keeps their outcomes. Training never waits for it: the checkpoint keeper tells it of a commit without
+waiting, and nothing here calls into training.
+
+Its protocol with the checkpoint keeper: a checkpoint is held against retention from its commit (by the
+checkpoint keeper itself, before it tells anyone) until its evaluation has an outcome, and the best one for as
+long as it is the best. A ``published`` call that is lost or late is made good at ``finish``, which asks the
+checkpoint keeper for every held checkpoint. Every wait has a deadline: a task's own (``timeout_s`` from its
+start), and the end's (``timeout_s`` after a normal end, none after a stop: pending ones are cancelled).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import ray
+from ray.exceptions import TaskCancelledError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from raycluster.errors import UsageError
+from raycluster.evals.plan import EvalPlan
+from raycluster.evals.records import CANCELLED, FAILED, SKIPPED, TIMED_OUT, VALIDATED, EvalRecord, curve_metrics
+from raycluster.evals.resources import BEST_METRICS, wanted
+from raycluster.evals.task import evaluate_checkpoint
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.5
+WAITING = 2
+"""Evaluations submitted but not started (no capacity yet) beyond which the oldest is skipped: when they take
+longer than checkpoints take to come, the newest are evaluated, and held checkpoints do not pile up."""
+
+
+def cause(exc: BaseException) -> str:
+    """One line: the task's own exception, not Ray's wrapping with the remote traceback."""
+    inner = getattr(exc, "cause", None) or exc
+    lines = str(inner).strip().splitlines()
+    return f"{type(inner).__name__}: {lines[0] if lines else ''}"
+
+
+@ray.remote(num_cpus=0, max_concurrency=8)
+class EvalKeeper:
+    def __init__(self, plan: EvalPlan, checkpoint_keeper, curves=None):
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+        self.plan, self.keeper, self.curves = plan, checkpoint_keeper, curves
+        self.me = ray.get_runtime_context().current_actor
+        self._lock = threading.Lock()
+        self._tasks: dict[str, ray.ObjectRef] = {}
+        self._started: dict[str, tuple[float, str]] = {}
+        self._records: dict[str, EvalRecord] = {}
+        self._best: EvalRecord | None = None
+        self._ending = threading.Event()
+        self._poller = threading.Thread(target=self._poll_until_ending, name="eval-poller", daemon=True)
+        self._poller.start()
+
+    def published(self, name: str) -> None:
+        with self._lock:
+            if name in self._tasks or name in self._records:
+                return
+            waiting = sorted((n for n in self._tasks if n not in self._started), key=int)
+            self._tasks[name] = evaluate_checkpoint.options(**self.plan.options).remote(
+                self.keeper, self.me, name, self.plan
+            )
+        for older in waiting[: max(0, len(waiting) + 1 - WAITING)]:
+            self._stop(older, SKIPPED, f"checkpoint {name} came before it found capacity; the newer one goes first")
+
+    def started(self, name: str, node: str) -> None:
+        with self._lock:
+            self._started.setdefault(name, (time.monotonic(), node))
+
+    # -- outcomes ---------------------------------------------------------------------------------
+    def _poll_until_ending(self) -> None:
+        while not self._ending.wait(POLL_S):
+            self._poll()
+
+    def _poll(self) -> None:
+        with self._lock:
+            by_ref = {ref: name for name, ref in self._tasks.items()}
+            started = dict(self._started)
+        if by_ref:
+            ready, _ = ray.wait(list(by_ref), num_returns=len(by_ref), timeout=0)
+            for ref in ready:
+                self._settle(self._outcome(by_ref[ref], ref))
+        for name, (at, _) in started.items():
+            if name in by_ref and time.monotonic() - at > self.plan.timeout_s:
+                self._stop(name, TIMED_OUT, f"still running after --cluster.eval_timeout_s={self.plan.timeout_s:g}")
+
+    def _outcome(self, name: str, ref) -> EvalRecord | None:
+        try:
+            result = ray.get(ref, timeout=0)
+        except TaskCancelledError:
+            return None  # cancelled here: recorded by whoever cancelled it
+        except Exception as exc:
+            return EvalRecord(name, FAILED, error=cause(exc))
+        return EvalRecord(name, VALIDATED, result["metrics"], result["seconds"], result["node"])
+
+    def _stop(self, name: str, status: str, why: str) -> None:
+        with self._lock:
+            ref = self._tasks.get(name)
+        if ref is not None:
+            ray.cancel(ref, force=status != SKIPPED)  # a task still waiting for capacity goes without a kill
+            self._settle(EvalRecord(name, status, error=why))
+
+    def _settle(self, record: EvalRecord | None) -> None:
+        if record is None:
+            return
+        name = record.checkpoint
+        with self._lock:
+            if name in self._records or self._tasks.pop(name, None) is None:
+                return
+            at, node = self._started.get(name, (None, None))
+            record.node = record.node or node
+            if record.seconds is None and at is not None:
+                record.seconds = time.monotonic() - at
+            self._records[name] = record
+            released = self._keep_if_best(record)
+        (log.info if record.status == VALIDATED else log.warning)(record.log_line())
+        if self.curves is not None and record.metrics:
+            self.curves.log.remote(record.step, curve_metrics(record))
+        if released is not None:
+            self.keeper.unhold.remote(released)
+
+    def _keep_if_best(self, record: EvalRecord) -> str | None:
+        """Which checkpoint no longer needs holding: this one, or the best it replaces (under the lock)."""
+        metric = self.plan.metric
+        if not metric or metric not in record.metrics:
+            return record.checkpoint
+        if self._best is not None:
+            better = BEST_METRICS[metric](self._best.metrics[metric], record.metrics[metric])
+            if better == self._best.metrics[metric]:  # a tie keeps the earlier one
+                return record.checkpoint
+        replaced, self._best = self._best, record
+        return replaced.checkpoint if replaced is not None else None
+
+    # -- the end ----------------------------------------------------------------------------------
+    def finish(self, stopped: bool) -> dict:
+        """Every checkpoint's outcome and the best, once each has one. After a normal end, what is still
+        running may finish within ``timeout_s`` (the last checkpoint counts); after a stop nothing is waited for."""
+        for name in ray.get(self.keeper.evaluation_holds.remote(), timeout=60):
+            self.published(name)  # committed, but its announcement had not arrived
+        self._ending.set()
+        self._poller.join(timeout=30)
+        deadline = time.monotonic() + (0 if stopped else self.plan.timeout_s)
+        while self._tasks and time.monotonic() < deadline:
+            self._poll()
+            time.sleep(POLL_S)
+        why = "the run stopped before it ended" if stopped else "not done when the run ended"
+        for name in list(self._tasks):
+            self._stop(name, CANCELLED, why)
+        best = self._best
+        if self.curves is not None:  # before the driver finishes the curves: this caller's points are all in
+            if best is not None:
+                self.curves.mark.remote(
+                    best.step, "best", {f"eval/best_{self.plan.metric}": best.metrics[self.plan.metric]}
+                )
+            ray.get(self.curves.caught_up.remote(), timeout=60)
+        return {
+            "evaluations": [self._records[n].as_summary() for n in sorted(self._records, key=int)],
+            "best": None if best is None else best_entry(best, self.plan.metric),
+        }
+
+
+def best_entry(best: EvalRecord, metric: str) -> dict:
+    return {"checkpoint": best.checkpoint, "step": best.step, "metric": metric, "value": best.metrics[metric]}
+
+
+def check_capacity(plan: EvalPlan) -> None:
+    """Refuse resources no node offers: its tasks would wait for them for the whole run."""
+    need = wanted(plan.options)
+    nodes = [node["Resources"] for node in ray.nodes() if node["Alive"]]
+    if not any(all(offer.get(k, 0) >= v for k, v in need.items()) for offer in nodes):
+        offered = sorted({k for offer in nodes for k in offer if not k.startswith("node:")})
+        raise UsageError(
+            f"--cluster.eval_resources asks for {need} on one node, which no node of the cluster offers (they have "
+            f"{', '.join(offered)}): ask for less, or start the cluster with them"
+        )
+
+
+def evals_for_run(plan: EvalPlan | None, checkpoint_keeper, curves):
+    """The run's evaluation keeper on the caller's node, attached to the checkpoint keeper; None without a plan."""
+    if plan is None:
+        return None
+    check_capacity(plan)
+    node_id = ray.get_runtime_context().get_node_id()
+    evals = EvalKeeper.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)).remote(
+        plan, checkpoint_keeper, curves
+    )
+    ray.get(checkpoint_keeper.attach_evals.remote(evals), timeout=60)
+    return evals

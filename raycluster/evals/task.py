@@ -1,0 +1,54 @@
+"""The Ray task that evaluates one published checkpoint, on whatever node ``--cluster.eval_resources`` picks."""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import ray
+
+from raycluster.checkpoints.transfer import fetch_directory
+from raycluster.evals.held_out import held_out_loss
+from raycluster.evals.plan import EvalPlan
+from raycluster.evals.policy_loading import train_config
+from raycluster.evals.rollouts import rollout_metrics
+from raycluster.training.lerobot_api import PRETRAINED_MODEL
+
+log = logging.getLogger(__name__)
+
+TESTING_RAISE = "RAYCLUSTER_TESTING_EVAL_RAISE"
+"""Fault injection for tests: checkpoint steps (``2,6``) whose evaluation raises."""
+
+
+def evaluate_pretrained(pretrained: Path, plan: EvalPlan) -> dict[str, float]:
+    """Every kind the plan asks for, from the checkpoint's own saved config."""
+    import torch
+
+    cpus = plan.options.get("num_cpus", 1)
+    torch.set_num_threads(max(1, int(cpus)))  # the CPUs this task holds, not every core of the node
+    cfg = train_config(pretrained, plan.device)
+    metrics: dict[str, float] = {}
+    if plan.held_out:
+        metrics |= held_out_loss(cfg, plan.device)
+    if plan.rollouts:
+        metrics |= rollout_metrics(cfg, plan.device, cpus)
+    return metrics
+
+
+@ray.remote(max_retries=0)
+def evaluate_checkpoint(checkpoint_keeper, evals, name: str, plan: EvalPlan) -> dict:
+    """Fetch ``name``'s ``pretrained_model`` from the hosts that hold it (the keeper holds the checkpoint
+    against retention until this ends) and evaluate it; raises on anything that went wrong."""
+    node = ray.util.get_node_ip_address()
+    evals.started.remote(name, node)  # the timeout counts from here, not from the wait for capacity
+    started = time.monotonic()
+    if str(int(name)) in os.environ.get(TESTING_RAISE, "").split(","):
+        raise RuntimeError(f"testing: the evaluation of checkpoint {name} raises ({TESTING_RAISE})")
+    with tempfile.TemporaryDirectory(prefix=f"raycluster-eval-{name}-") as scratch:
+        target = Path(scratch) / name
+        fetch_directory(checkpoint_keeper, name, target, only=PRETRAINED_MODEL)
+        metrics = evaluate_pretrained(target / PRETRAINED_MODEL, plan)
+    return {"metrics": metrics, "seconds": time.monotonic() - started, "node": node}
