@@ -28,9 +28,9 @@ from raycluster.evals.task import evaluate_checkpoint
 log = logging.getLogger(__name__)
 
 POLL_S = 0.5
-WAITING = 2
+WAITING = 4
 """Evaluations submitted but not started (no capacity yet) beyond which the oldest is skipped: when they take
-longer than checkpoints take to come, the newest are evaluated, and held checkpoints do not pile up."""
+longer than checkpoints take to come, the newest are evaluated, and held checkpoints do not pile up on disk."""
 
 
 def cause(exc: BaseException) -> str:
