@@ -3,6 +3,7 @@ their PID (never by name: Ray's own stop command kills every Ray process on the 
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -58,6 +59,8 @@ class NodeSpec:
     """``IP:PORT`` of the head's GCS; None starts a head."""
     object_store_bytes: int = field(default_factory=object_store_bytes)
     env: dict[str, str] = field(default_factory=dict)
+    resources: dict[str, float] = field(default_factory=dict)
+    """Custom resources this node offers (``--resources``): its instance group's, on SageMaker."""
     dashboard_host: str = "127.0.0.1"
     """Loopback: on SageMaker, SSM port forwarding arrives there, and nothing else in the VPC reaches the
     Jobs API (code execution as the job's role). Ray binds its other servers to all interfaces itself."""
@@ -75,6 +78,8 @@ class NodeSpec:
             f"--object-store-memory={self.object_store_bytes}",
             "--disable-usage-stats",
         ]
+        if self.resources:
+            cmd += [f"--resources={json.dumps(self.resources)}"]
         if self.head_address is None:
             cmd += [
                 "--head",

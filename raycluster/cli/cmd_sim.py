@@ -23,6 +23,13 @@ def register(verbs) -> None:
         "as PID 1 in its own network and PID namespace.",
     )
     parser.add_argument("--hosts", type=int, help="default: the request's InstanceCount")
+    parser.add_argument(
+        "--instance-group",
+        action="append",
+        default=[],
+        metavar="NAME=TYPE:COUNT",
+        help="a heterogeneous cluster, as `raycluster launch --instance-group` makes one (repeatable; no --hosts)",
+    )
     parser.add_argument("--workdir", type=Path, required=True, help="each host's /opt/ml goes to WORKDIR/algo-K/opt/ml")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument(
@@ -69,11 +76,44 @@ def parse_channels(values: list[str]) -> dict[str, Path]:
     return channels
 
 
+def request_hosts(request: dict) -> int:
+    resource = request.get("ResourceConfig", {})
+    return sum(g["InstanceCount"] for g in resource.get("InstanceGroups") or []) or resource.get("InstanceCount", 0)
+
+
+def group_hosts(groups: dict[str, str]) -> int:
+    counts = [text.rpartition(":")[2] for text in groups.values()]
+    return sum(int(count) for count in counts if count.isdigit())
+
+
 def local_torch_release() -> str:
     """The simulated image is this machine's Python: its torch stands for the DLC's."""
     import importlib.metadata
 
     return ".".join(importlib.metadata.version("torch").split(".")[:2])
+
+
+def sim_launch(args: argparse.Namespace, document: dict):
+    """What ``raycluster launch`` would stage for this job, and how many hosts it has."""
+    from raycluster.launch.spec import LaunchSpec
+
+    groups = dict(group.partition("=")[::2] for group in args.instance_group)
+    hosts = args.hosts or request_hosts(document if args.request else {}) or group_hosts(groups)
+    if not hosts:
+        raise UsageError("--hosts (or --instance-group) is required with --hyperparameters")
+    spec = LaunchSpec(
+        instance_type="" if groups else SIM_INSTANCE_TYPE,
+        instance_groups=groups,
+        role=SIM_ROLE,
+        instance_count=1 if groups else hosts,
+        region="us-east-1",
+        framework_version=local_torch_release(),
+        image_uri="raycluster-sim:local",
+        raw_hyperparameters={} if args.request else document,
+        wheels=tuple(args.wheel),
+        include=tuple(args.include),
+    )
+    return spec, hosts
 
 
 def run(args: argparse.Namespace) -> int:
@@ -83,7 +123,6 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             f"the sim runs the SageMaker SDK's own driver: pip install 'raycluster[launch]' ({exc})"
         ) from None
-    from raycluster.launch.spec import LaunchSpec
     from raycluster.launch.trainer import Staged, stage
     from raycluster.sim.job import SimSpec, run_sim
 
@@ -94,20 +133,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{path}: not a readable JSON object ({exc})") from None
     if not isinstance(document, dict):
         raise UsageError(f"{path}: expected a JSON object")
-    hosts = args.hosts or (document.get("ResourceConfig", {}).get("InstanceCount") if args.request else None)
-    if not hosts:
-        raise UsageError("--hosts is required with --hyperparameters")
-    spec = LaunchSpec(
-        instance_type=SIM_INSTANCE_TYPE,
-        role=SIM_ROLE,
-        instance_count=hosts,
-        region="us-east-1",
-        framework_version=local_torch_release(),
-        image_uri="raycluster-sim:local",
-        raw_hyperparameters={} if args.request else document,
-        wheels=tuple(args.wheel),
-        include=tuple(args.include),
-    )
+    spec, hosts = sim_launch(args, document)
     workdir = args.workdir.resolve()
     with tempfile.TemporaryDirectory(prefix="raycluster-sim-stage-") as tmp:
         staged = stage(spec, Path(tmp))

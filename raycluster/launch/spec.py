@@ -18,6 +18,8 @@ from raycluster.sagemaker.topology import DEFAULT_BASE
 INSTANCE_TYPE = re.compile(r"^ml\.[a-z][a-z0-9]*(-[a-z0-9]+)*\.[a-z0-9]+\Z")
 ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+\Z")
 REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d\Z")
+GROUP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,63}\Z")
+GPU_FAMILIES = ("ml.p", "ml.g")
 JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}\Z")
 SUBNET = re.compile(r"^subnet-[0-9a-f]{8,17}\Z")
 SECURITY_GROUP = re.compile(r"^sg-[0-9a-f]{8,17}\Z")
@@ -36,12 +38,17 @@ def option(flag: str | None = None, metavar: str | None = None, **kwargs):
 class LaunchSpec:
     """What ``raycluster launch`` submits; each field is one of its options, help and default declared here."""
 
-    instance_type: str
-    """SageMaker instance type of every host (e.g. ml.p5.48xlarge)."""
     role: str
     """IAM role ARN the job runs as."""
+    instance_type: str = ""
+    """SageMaker instance type of every host (e.g. ml.p5.48xlarge); or --instance-group."""
     instance_count: int = 1
     """Hosts (algo-1 ... algo-N); algo-1 runs the Ray head."""
+    instance_groups: dict[str, str] = option("--instance-group", "NAME=TYPE:COUNT", default_factory=dict)
+    """A heterogeneous cluster instead of --instance-type/--instance-count, one group each (repeatable), e.g.
+    train=ml.p5.48xlarge:2 and eval=ml.c7i.8xlarge:1. Every host of group NAME offers Ray the resource
+    group:NAME (one per CPU), which --cluster.eval_resources='{"group:eval": 1}' asks for; the head runs on the
+    first group's first host (--entry.head_group=NAME for another)."""
     region: str | None = None
     """AWS region; the SDK's default (AWS_REGION, ~/.aws/config) when not given."""
     framework_version: str = "2.8"
@@ -99,8 +106,31 @@ class LaunchSpec:
         self._check_sources()
         self.environment(self.region or "")
 
+    def groups(self) -> list[tuple[str, str, int]]:
+        """``--instance-group`` as (name, instance type, count), refused unless well formed."""
+        groups = []
+        for name, text in self.instance_groups.items():
+            kind, _, count = text.rpartition(":")
+            if not GROUP_NAME.match(name) or "_group_" in name:
+                raise UsageError(f"--instance-group {name}={text}: NAME is letters, digits and '-' (up to 64)")
+            if not (INSTANCE_TYPE.match(kind) and count.isdigit() and int(count) >= 1):
+                raise UsageError(
+                    f"--instance-group {name}={text}: expected NAME=TYPE:COUNT, e.g. eval=ml.c7i.8xlarge:1"
+                )
+            groups.append((name, kind, int(count)))
+        return groups
+
+    @property
+    def image_instance_type(self) -> str:
+        """The type the image is looked up for: one image serves every group, so a GPU group's if there is one."""
+        kinds = [kind for _, kind, _ in self.groups()] or [self.instance_type]
+        return next((kind for kind in kinds if kind.startswith(GPU_FAMILIES)), kinds[0])
+
     def _check_names(self) -> None:
-        if not INSTANCE_TYPE.match(self.instance_type):
+        if bool(self.instance_type) == bool(self.instance_groups):
+            raise UsageError("give either --instance-type (with --instance-count) or --instance-group, repeated")
+        self.groups()
+        if self.instance_type and not INSTANCE_TYPE.match(self.instance_type):
             raise UsageError(
                 f"--instance-type {self.instance_type!r} is not a SageMaker instance type (e.g. ml.p5.48xlarge)"
             )

@@ -58,7 +58,7 @@ def image_uri(spec: LaunchSpec, region: str) -> str:
         region=region,
         version=spec.framework_version,
         py_version=spec.py_version,
-        instance_type=spec.instance_type,
+        instance_type=spec.image_instance_type,
         image_scope="training",
     )
 
@@ -68,10 +68,21 @@ def code_bucket(spec: LaunchSpec) -> str | None:
     return next((uri.removeprefix("s3://").split("/")[0] for uri in (spec.output_s3, spec.checkpoint_s3) if uri), None)
 
 
+def compute(spec: LaunchSpec):
+    from sagemaker.core.shapes import InstanceGroup
+    from sagemaker.core.training.configs import Compute
+
+    if not spec.instance_groups:
+        kind = {"instance_type": spec.instance_type, "instance_count": spec.instance_count}
+    else:  # a heterogeneous cluster: SageMaker numbers the hosts algo-1 ... across the groups
+        groups = [InstanceGroup(instance_group_name=n, instance_type=t, instance_count=c) for n, t, c in spec.groups()]
+        kind = {"instance_groups": groups}
+    return Compute(**kind, enable_managed_spot_training=spec.spot or None)
+
+
 def build_trainer(spec: LaunchSpec, source: Path, session):
     from sagemaker.core.training.configs import (
         CheckpointConfig,
-        Compute,
         Networking,
         OutputDataConfig,
         RemoteDebugConfig,
@@ -87,11 +98,7 @@ def build_trainer(spec: LaunchSpec, source: Path, session):
         base_job_name=spec.base_job_name,
         training_image=image_uri(spec, session.boto_session.region_name),
         source_code=SourceCode(source_dir=str(source), requirements="requirements.txt", command=COMMAND),
-        compute=Compute(
-            instance_type=spec.instance_type,
-            instance_count=spec.instance_count,
-            enable_managed_spot_training=spec.spot or None,
-        ),
+        compute=compute(spec),
         stopping_condition=StoppingCondition(
             max_runtime_in_seconds=spec.max_run, max_wait_time_in_seconds=spec.max_wait if spec.spot else None
         ),

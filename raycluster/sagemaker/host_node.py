@@ -64,4 +64,13 @@ def node_spec(topology: Topology, head_address: str | None, trains: bool = True)
         temp_dir=SCRATCH / "ray",
         head_address=head_address,
         env=node_env(topology),
+        resources=group_resources(topology),
     )
+
+
+def group_resources(topology: Topology) -> dict[str, float]:
+    """``group:<name>``, one per CPU of this host: what ``--cluster.eval_resources='{"group:<name>": 1}'`` asks
+    for to run evaluations on that instance group's hosts only (Ray names its own placement-group resources
+    with ``_group_``: SageMaker's group names, letters, digits and '-', never collide with them)."""
+    group = topology.current_group
+    return {f"group:{group}": float(topology.num_cpus)} if group else {}

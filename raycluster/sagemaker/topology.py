@@ -45,6 +45,11 @@ class Topology:
     instance_groups: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
+    def current_group(self) -> str | None:
+        """The instance group this host belongs to (every SageMaker job has one, ``homogeneousCluster`` by default)."""
+        return next((name for name, hosts in self.instance_groups.items() if self.current_host in hosts), None)
+
+    @property
     def is_head(self) -> bool:
         return self.current_host == self.head_host
 

@@ -35,12 +35,40 @@ def input_channels(spec: SimSpec) -> dict[str, dict]:
     }
 
 
+def instance_groups(request: dict, hosts: list[str]) -> list[dict]:
+    """resourceconfig.json's ``instance_groups``: the request's (SageMaker numbers the hosts across them, in
+    order), or the one group SageMaker names ``homogeneousCluster`` for a request without any."""
+    resource = request["ResourceConfig"]
+    groups = resource.get("InstanceGroups") or [
+        {
+            "InstanceGroupName": "homogeneousCluster",
+            "InstanceType": resource["InstanceType"],
+            "InstanceCount": len(hosts),
+        }
+    ]
+    laid_out, first = [], 0
+    for group in groups:
+        members = hosts[first : first + group["InstanceCount"]]
+        laid_out.append(
+            {
+                "instance_group_name": group["InstanceGroupName"],
+                "instance_type": group["InstanceType"],
+                "hosts": members,
+            }
+        )
+        first += group["InstanceCount"]
+    if first != len(hosts):
+        raise UsageError(f"the request's instance groups hold {first} hosts, not {len(hosts)}: drop --hosts")
+    return laid_out
+
+
 def lay_out_opt_ml(spec: SimSpec, host: str) -> Path:
     """``<workdir>/<host>/opt/ml`` as SageMaker lays it out before it starts the container: the config
     files the service writes and every channel's files."""
     hosts = host_names(spec.hosts)
     request = spec.staged.request
-    instance_type = request["ResourceConfig"]["InstanceType"]
+    groups = instance_groups(request, hosts)
+    own = next(group for group in groups if host in group["hosts"])
     base = spec.workdir / host / "opt" / "ml"
     for sub in ("input/config", "input/data", "checkpoints", "model", "output/data"):
         (base / sub).mkdir(parents=True, exist_ok=True)
@@ -49,13 +77,11 @@ def lay_out_opt_ml(spec: SimSpec, host: str) -> Path:
         json.dumps(
             {
                 "current_host": host,
-                "current_instance_type": instance_type,
-                "current_group_name": "homogeneousCluster",
+                "current_instance_type": own["instance_type"],
+                "current_group_name": own["instance_group_name"],
                 "hosts": hosts,
                 "network_interface_name": "eth0",
-                "instance_groups": [
-                    {"instance_group_name": "homogeneousCluster", "instance_type": instance_type, "hosts": hosts}
-                ],
+                "instance_groups": groups,
             }
         )
     )
