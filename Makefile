@@ -20,10 +20,11 @@ $(STAMP): pyproject.toml | sysdeps
 	touch $@
 
 # System packages, where apt and root are at hand: the FFmpeg libraries LeRobot's video decoder
-# (torchcodec) loads (without them every process logs a long traceback and falls back to PyAV), iproute2
+# (torchcodec) loads (without them every process logs a long traceback and falls back to PyAV), libGL for
+# gym-pusht's OpenCV (the PushT rollouts), iproute2
 # for `raycluster sim`, and Debian's chromium for the dashboard's browser test.
 SYSTEM_PACKAGES := libavcodec59 libavformat59 libavutil57 libswscale6 libswresample4 libavfilter8 libavdevice59 \
-	iproute2 util-linux chromium
+	libgl1 iproute2 util-linux chromium
 sysdeps:
 	@if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && ! dpkg -s $(SYSTEM_PACKAGES) >/dev/null 2>&1; then \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SYSTEM_PACKAGES) >/dev/null; \

@@ -21,3 +21,7 @@ def test_the_demos_log_has_a_progress_line_per_interval_and_every_step_line_lero
     assert not [line for line in lines if "Reporting training result" in line]
     logged = sorted({int(m.group(1)) for line in lines if (m := re.search(r"step:(\d+) ", line))})
     assert logged == [10, 20, 30]  # LeRobot's own lines, every --log_freq step (the demo's is 10)
+    # Its one checkpoint evaluated apart, on the CPU the workers leave: held-out loss and PushT rollouts.
+    evaluated = [line for line in lines if "evaluation of checkpoint 000030: eval_loss" in line]
+    assert len(evaluated) == 1 and re.search(r"pc_success [0-9.]+, avg_sum_reward [0-9.e-]+", evaluated[0]), lines[-40:]
+    assert "best checkpoint: 30 (eval_loss" in result.stdout

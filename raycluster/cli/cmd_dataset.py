@@ -1,4 +1,4 @@
-"""``raycluster dataset synthetic``: write a small learnable LeRobotDataset locally."""
+"""``raycluster dataset synthetic|pusht``: write a LeRobotDataset locally, made up or recorded in PushT."""
 
 from __future__ import annotations
 
@@ -6,11 +6,17 @@ import argparse
 from pathlib import Path
 
 from raycluster.dataset import SyntheticDatasetSpec, make_synthetic_dataset
+from raycluster.pusht_dataset import OBS_TYPES, PushTDatasetSpec, make_pusht_dataset
 
 
 def register(verbs) -> None:
     parser = verbs.add_parser("dataset", help="make LeRobot datasets")
     kinds = parser.add_subparsers(dest="kind", required=True)
+    _register_synthetic(kinds)
+    _register_pusht(kinds)
+
+
+def _register_synthetic(kinds) -> None:
     synthetic = kinds.add_parser("synthetic", help="a learnable 6-DoF dataset with one camera")
     synthetic.add_argument("--root", type=Path, required=True, help="new directory for the dataset")
     synthetic.add_argument("--episodes", type=int, default=SyntheticDatasetSpec.episodes)
@@ -29,6 +35,29 @@ def register(verbs) -> None:
     synthetic.set_defaults(run=run)
 
 
+def _register_pusht(kinds) -> None:
+    pusht = kinds.add_parser(
+        "pusht", help="scripted episodes recorded in gym_pusht/PushT-v0, with the features LeRobot's pusht env uses"
+    )
+    pusht.add_argument("--root", type=Path, required=True, help="new directory for the dataset")
+    pusht.add_argument("--episodes", type=int, default=PushTDatasetSpec.episodes)
+    pusht.add_argument(
+        "--obs-type",
+        choices=OBS_TYPES,
+        default=PushTDatasetSpec.obs_type,
+        help="the env's obs_type: a 96x96 image or the T's 8 keypoints, each with the agent's position",
+    )
+    pusht.add_argument(
+        "--max-steps",
+        type=int,
+        default=PushTDatasetSpec.max_steps,
+        help="frames per episode at most; an episode also ends when the T is on its target",
+    )
+    pusht.add_argument("--repo-id", default=PushTDatasetSpec.repo_id)
+    pusht.add_argument("--seed", type=int, default=0, help="episode i is env.reset(seed=SEED + i)")
+    pusht.set_defaults(run=run_pusht)
+
+
 def run(args: argparse.Namespace) -> int:
     make_synthetic_dataset(
         SyntheticDatasetSpec(
@@ -37,6 +66,21 @@ def run(args: argparse.Namespace) -> int:
             frames=args.frames,
             image_size=args.image_size,
             video=args.video,
+            repo_id=args.repo_id,
+            seed=args.seed,
+        )
+    )
+    print(args.root)
+    return 0
+
+
+def run_pusht(args: argparse.Namespace) -> int:
+    make_pusht_dataset(
+        PushTDatasetSpec(
+            root=args.root,
+            episodes=args.episodes,
+            max_steps=args.max_steps,
+            obs_type=args.obs_type,
             repo_id=args.repo_id,
             seed=args.seed,
         )
