@@ -12,7 +12,10 @@
 3. recovery: from SIGKILL of a training worker to the first resumed training step, and its phases.
 4. interruption: SIGTERM to a run whose periodic saves are far away: the steps lost (the step training had
    reached vs the step a rerun resumes from) and the seconds from SIGTERM to the published checkpoint.
-5. sharded-checkpoints: seconds from a sharded save to its complete checkpoint on 2, 4 and 8 simulated hosts
+5. validation: the held-out loss every few steps, LeRobot's inline ``--eval_steps`` against raycluster's
+   asynchronous ``--cluster.async_eval`` at the same cadence and size: loop samples/s of each against none,
+   and the seconds rank 0's loop is blocked per validation (its time between steps beyond the steps' own).
+6. sharded-checkpoints: seconds from a sharded save to its complete checkpoint on 2, 4 and 8 simulated hosts
    (``bench/sharded_checkpoints.py``; needs root, as the simulated hosts do).
 """
 
@@ -37,6 +40,7 @@ from raycluster.training.summary import read_summary
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 RECOVERY_STEPS = 40
+STEP_TIMES = re.compile(r"step:(\d+) .*?updt_s:([0-9.]+) data_s:([0-9.]+)")
 LEROBOT_MAIN_WHEELS = sorted((REPO.parent / "shared" / "wheels").glob("lerobot-*.whl"))
 
 
@@ -77,7 +81,7 @@ class Bench:
         result = subprocess.run(cmd, capture_output=True, text=True, env=self.env, cwd=REPO)
         if result.returncode != 0:
             sys.exit(f"benchmark command failed ({result.returncode}): {' '.join(cmd)}\n{result.stderr[-3000:]}")
-        return time.perf_counter() - started, result.stdout
+        return time.perf_counter() - started, result.stdout + result.stderr
 
     def train_cmd(self, *flags: str) -> list[str]:
         """``raycluster train`` on this bench's workers, dataset and policy, with ``flags`` last (they win)."""
@@ -86,7 +90,7 @@ class Bench:
 
     def raycluster(self, name: str, *flags: str, steps: int | None = None, save_freq: int | None = None) -> dict:
         steps = steps or self.steps
-        wall, _ = self.run(
+        wall, out = self.run(
             self.train_cmd(
                 f"--steps={steps}",
                 f"--save_freq={save_freq or steps}",
@@ -95,7 +99,7 @@ class Bench:
                 *flags,
             )
         )
-        return {**read_summary(self.work / name), "wall": wall}
+        return {**read_summary(self.work / name), "wall": wall, "output": out}
 
     def training(self, part: str = "training") -> None:
         wall, out = self.run(
@@ -278,6 +282,36 @@ class Bench:
             ),
         ]
 
+    def validation(self, every: int = 10, steps: int = 40) -> None:
+        """Held-out loss every ``every`` steps (a quarter of the episodes held out), none / LeRobot inline / ours.
+        Every run saves every ``every`` through the keeper and gives Ray's count of CPUs half a CPU per worker (ours
+        runs its tasks on the rest): the runs differ in their validation only. The last step's validation comes
+        after the loop's end (LeRobot's and ours): ``steps // every - 1`` of them are inside it."""
+        runs = {}
+        for name, flags in (
+            ("none", ()),
+            ("inline", (f"--eval_steps={every}",)),
+            ("async", ("--cluster.async_eval=true",)),
+        ):
+            root = f"--cluster.checkpoint_dir={self.work / f'val-{name}-root'}"
+            common = ("--dataset.eval_split=0.25", f"--log_freq={every}", "--cluster.cpus_per_worker=0.5", root)
+            runs[name] = self.raycluster(f"val-{name}", *common, *flags, steps=steps, save_freq=every)
+        validations = steps // every - 1
+        lost = {name: (loop_s(run) - loop_s(runs["none"])) / validations for name, run in runs.items()}
+        evaluated = sum(e["status"] == "VALIDATED" for e in runs["async"]["evaluations"])
+        blocked = {name: (between_steps(run) - between_steps(runs["none"])) / validations for name, run in runs.items()}
+        sps = {name: run["samples_per_s"] for name, run in runs.items()}
+        ratio = {name: f"{sps[name] / sps['none']:.3f}" for name in sps}
+        less = f"{blocked['async'] - blocked['inline']:+.2f} s"
+        walls = (runs["inline"]["wall"], runs["async"]["wall"])
+        self.rows += [
+            ("validation", "loop samples/s vs none: inline", sps["none"], sps["inline"], ratio["inline"], "(LeRobot's)"),
+            ("validation", "loop samples/s vs none: async", sps["none"], sps["async"], ratio["async"], "2 cores shared"),
+            ("validation", "loop s lost/val: inline|ours", lost["inline"], lost["async"], "CPU shared", "0 on free cores"),
+            ("validation", "rank 0 blocked s/val: inline|ours", blocked["inline"], blocked["async"], less, "ours near 0"),
+            ("validation", "end-to-end wall s: inline|ours", *walls, f"{evaluated} evaluated", "every checkpoint"),
+        ]  # fmt: skip
+
     def sharded_checkpoints(self) -> None:
         self.rows += sharded_checkpoints.rows(self.work, self.env)
 
@@ -302,6 +336,21 @@ class Bench:
             )
 
 
+def loop_s(run: dict) -> float:
+    """Rank 0's loop from the end of its first step to the end of its last (what ``samples_per_s`` spans)."""
+    return (run["final_step"] - 1) * run["effective_batch_size"] / run["samples_per_s"]
+
+
+def between_steps(run: dict) -> float:
+    """Seconds of rank 0's loop spent outside its steps' own data and update time: logging, saving, validating.
+    LeRobot logs each interval's mean ``updt_s`` and ``data_s`` every ``--log_freq`` steps; the first step's own
+    time is counted too, the same in every run, so differences between runs leave it out."""
+    means = {int(m[1]): float(m[2]) + float(m[3]) for m in STEP_TIMES.finditer(run["output"])}
+    logged = sorted(means)
+    spent = sum(means[step] * (step - before) for before, step in zip([0, *logged], logged, strict=False))
+    return loop_s(run) - spent
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=80)
@@ -316,6 +365,7 @@ def main() -> None:
             "checkpoints",
             "recovery",
             "interruption",
+            "validation",
             "sharded-checkpoints",
         ],
     )
@@ -331,6 +381,7 @@ def main() -> None:
             ("checkpoints", bench.checkpoint_stall),
             ("recovery", bench.recovery),
             ("interruption", bench.interruption),
+            ("validation", bench.validation),
             ("sharded-checkpoints", bench.sharded_checkpoints),
         ):
             if args.only in (None, part):

@@ -4,13 +4,16 @@ task (LeRobot's held-out loss, rollouts in gym-pusht through LeRobot's eval_poli
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
+import torch
 from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
-from conftest import COMMON, TINY_ACT, recorded_rows, run_cli
-from raycluster.evals.task import TESTING_RAISE
+from conftest import COMMON, TINY_ACT, dataset_flags, recorded_rows, run_cli
+from raycluster.evals.plan import EvalPlan
+from raycluster.evals.task import TESTING_RAISE, evaluate_pretrained
 from raycluster.training.summary import read_summary
 
 pytestmark = pytest.mark.slow
@@ -115,3 +118,25 @@ def test_the_best_checkpoint_is_the_model_and_survives_retention(evaluated_run):
     saved = work / "checkpoints" / "checkpoints" / best["checkpoint"] / "pretrained_model" / "model.safetensors"
     assert exported.read_bytes() == saved.read_bytes()
     assert json.loads((work / "model" / "raycluster_summary.json").read_text())["best"] == best
+
+
+def test_the_held_out_loss_is_lerobots_own_at_one_rank(dataset, tmp_path):
+    """LeRobot's inline ``step N: eval_loss=`` (its loop, at one rank) and raycluster's evaluation of checkpoint N:
+    the same weights, the same held-out episodes, the same number."""
+    out = tmp_path / "run"
+    flags = ["--steps=4", "--save_freq=2", "--log_freq=2", "--dataset.eval_split=0.25", "--eval_steps=2"]
+    result = run_cli("train", "--cluster.num_workers=1", *dataset_flags(dataset), *TINY_ACT, *COMMON, *flags,
+                     f"--output_dir={out}")  # fmt: skip
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    inline = {
+        int(m[1]): float(m[2]) for m in re.finditer(r"step (\d+): eval_loss=([0-9.]+)", result.stdout + result.stderr)
+    }
+    assert sorted(inline) == [2, 4]
+    plan = EvalPlan(held_out=True, rollouts=False, options={"resources": {}})
+    threads = torch.get_num_threads()  # the evaluation sets this process's to the CPUs its task would hold
+    try:
+        for step, loss in inline.items():
+            ours = evaluate_pretrained(out / "checkpoints" / f"{step:06d}" / "pretrained_model", plan)
+            assert f"{ours['eval_loss']:.4f}" == f"{loss:.4f}" and ours["eval_frames"] == 60
+    finally:
+        torch.set_num_threads(threads)

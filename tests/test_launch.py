@@ -137,6 +137,11 @@ FLAGS = [
         (["--secret=AWS_SECRET_ACCESS_KEY=k"], "AWS_SECRET_ACCESS_KEY is not yours to set"),
         (["--hub-cache-s3=s3://raycluster-test/hub", "--env=HF_HUB_OFFLINE=0"], "(--hub-cache-s3 sets it)"),
         (["--hub-cache-s3=hub"], "--hub-cache-s3 'hub' is not an s3://bucket/prefix URI"),
+        (["--instance-group=eval=ml.c7i.8xlarge:1"], "give either --instance-type (with --instance-count) or"),
+        (["--cluster.eval_resources=CPU"], "--cluster.eval_resources='CPU' is not JSON"),
+        (['--cluster.eval_resources={"a_group_b": 1}'], "is a placement group's resource name"),
+        (["--cluster.keep_best=accuracy"], "--cluster.keep_best=accuracy: not a metric; one of eval_loss (lower"),
+        (["--cluster.keep_best=eval_loss"], "--cluster.keep_best=eval_loss needs --cluster.async_eval=true"),
     ],
 )
 def test_bad_launches_are_refused_before_anything_is_sent(aws, args, message):
@@ -288,6 +293,7 @@ def test_submitted_job_runs_our_entry_point_in_command_mode(aws):
     requirements = s3(aws).get_object(Bucket=BUCKET, Key=f"{prefix}/requirements.txt")["Body"].read().decode()
     # What pyproject.toml declares (Diffusion's extra too), never torch itself: the constraint keeps the DLC's.
     assert "ray[default,train]==2.60.0" in requirements and "lerobot[diffusion,training]==0.6.1" in requirements
+    assert "pusht" not in requirements  # only a job that rolls out in PushT installs its simulation
     assert "\ntorch" not in requirements
     constraints = s3(aws).get_object(Bucket=BUCKET, Key=f"{prefix}/constraints.txt")["Body"].read().decode()
     assert constraints.split() == ["torch==2.8.*", "torchvision==0.23.*", "torchcodec>=0.6,<0.8"]
@@ -430,6 +436,23 @@ def test_a_wheel_travels_with_the_code_and_anything_else_is_refused_before_any_u
     refused = launch(aws, *JOB, "--dry-run", f"--wheel={REPO / 'README.md'}", *FLAGS)
     assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
     assert f"--wheel {REPO / 'README.md'}: not a wheel file here" in refused.stderr
+
+
+def test_instance_groups_make_a_heterogeneous_request_with_the_gpu_groups_image(aws):
+    job = [arg for arg in JOB if not arg.startswith(("--instance-type", "--instance-count"))]
+    groups = ["--instance-group=train=ml.g5.12xlarge:2", "--instance-group=eval=ml.c7i.8xlarge:1"]
+    result = launch(aws, *job, *groups, "--dry-run", *FLAGS)
+    assert result.returncode == 0, result.stderr[-2000:]
+    request = json.loads(result.stdout)
+    assert request["ResourceConfig"]["InstanceGroups"] == [
+        {"InstanceType": "ml.g5.12xlarge", "InstanceCount": 2, "InstanceGroupName": "train"},
+        {"InstanceType": "ml.c7i.8xlarge", "InstanceCount": 1, "InstanceGroupName": "eval"},
+    ]
+    assert "InstanceType" not in request["ResourceConfig"]
+    assert "-gpu-" in request["AlgorithmSpecification"]["TrainingImage"]
+    for bad, said in (("eval=c7i:1", "expected NAME=TYPE:COUNT"), ("e_group_x=ml.c7i.8xlarge:1", "NAME is letters")):
+        refused = launch(aws, *job, f"--instance-group={bad}", "--dry-run", *FLAGS)
+        assert refused.returncode == 2 and said in refused.stderr, refused.stderr[-2000:]
 
 
 def test_remote_debugging_is_on_unless_the_job_wants_no_shell_on_its_hosts(aws):

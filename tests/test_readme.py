@@ -46,6 +46,26 @@ def test_the_train_section_runs_as_written_and_checkpoints_land_where_it_says(tm
 
 
 @pytest.mark.slow
+def test_the_evaluation_section_runs_as_written_and_exports_the_best(tmp_path):
+    (tmp_path / ".venv").symlink_to(REPO / ".venv")
+    result = run_readme_block("### Evaluate every checkpoint while training goes on", tmp_path)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    summary = json.loads((tmp_path / "outputs" / "pusht" / "raycluster_summary.json").read_text())
+    assert [(e["step"], e["status"]) for e in summary["evaluations"]] == [(20, "VALIDATED"), (40, "VALIDATED")]
+    for evaluation in summary["evaluations"]:
+        assert {"eval_loss", "pc_success", "avg_sum_reward", "avg_max_reward"} <= set(evaluation["metrics"])
+        assert f"evaluation of checkpoint {evaluation['step']:06d}: eval_loss" in output
+    best = summary["best"]
+    losses = {e["step"]: e["metrics"]["eval_loss"] for e in summary["evaluations"]}
+    assert best["step"] == min(losses, key=losses.get) and best["metric"] == "eval_loss"
+    exported = tmp_path / "outputs" / "pusht-model" / "pretrained_model" / "model.safetensors"
+    saved = tmp_path / "outputs" / "pusht-checkpoints" / "checkpoints" / best["checkpoint"] / "pretrained_model"
+    assert exported.read_bytes() == (saved / "model.safetensors").read_bytes()
+    assert "eval_loss=" not in output  # LeRobot's own inline evaluation never ran
+
+
+@pytest.mark.slow
 def test_the_interactive_section_runs_as_written():
     """`up`, the user's own job submitted with the token, `down`, the probe: from this checkout, as a user would."""
     try:

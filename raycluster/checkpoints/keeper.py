@@ -78,10 +78,13 @@ class CheckpointKeeper(PartCommits, FetchServing):
         """The evaluation keeper: told of every commit, after the checkpoint is held for it."""
         self.evals = evals
 
+    def _hold_for_evals(self, name: str) -> None:
+        """Under the lock, as ``name`` becomes complete: held from the moment anyone may take it for complete."""
+        if self.evals is not None and name.isdigit():
+            self._held.add(name)
+
     def _announce(self, name: str) -> None:
         if self.evals is not None and name.isdigit():
-            with self._lock:
-                self._held.add(name)
             self.evals.published.remote(name)
 
     def unhold(self, name: str) -> None:
@@ -93,7 +96,6 @@ class CheckpointKeeper(PartCommits, FetchServing):
         with self._lock:
             return sorted(self._held, key=int)
 
-    # -- receiving -------------------------------------------------------------------------------
     def begin(self) -> str:
         token = uuid.uuid4().hex[:12]
         (self.staging / token).mkdir()
@@ -121,7 +123,9 @@ class CheckpointKeeper(PartCommits, FetchServing):
             (staged / MANIFEST).write_text(json.dumps(manifest, indent=1))
             testing_delay(name)
             self.store.publish(staged, name)
-            self._complete.add(name)
+            with self._lock:
+                self._complete.add(name)
+                self._hold_for_evals(name)
         except BaseException:
             shutil.rmtree(staged, ignore_errors=True)  # a refused upload keeps nothing on disk
             raise

@@ -14,6 +14,8 @@ from raycluster.training.lerobot_api import PRETRAINED_MODEL
 log = logging.getLogger(__name__)
 
 NONE = {"evaluations": [], "best": None}
+STOPPED_S = 15.0
+"""A stopped run's wait for the evaluations' outcomes: inside the driver's stop budget, beside its save's."""
 
 
 def finish_evals(evals, stopped: bool, timeout_s: float) -> dict:
@@ -22,7 +24,7 @@ def finish_evals(evals, stopped: bool, timeout_s: float) -> dict:
     if evals is None:
         return NONE
     try:
-        return ray.get(evals.finish.remote(stopped), timeout=(0 if stopped else timeout_s) + 120)
+        return ray.get(evals.finish.remote(stopped), timeout=STOPPED_S if stopped else timeout_s + 180)
     except Exception as exc:
         log.warning("the evaluations' outcomes could not be collected: %s", exc)
         return NONE

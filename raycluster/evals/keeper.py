@@ -28,6 +28,8 @@ from raycluster.evals.task import evaluate_checkpoint
 log = logging.getLogger(__name__)
 
 POLL_S = 0.5
+STOPPED_WAIT_S = 5.0
+"""The longest a stopped run's end waits for any one thing here: the poller's last round, the curves' last points."""
 WAITING = 4
 """Evaluations submitted but not started (no capacity yet) beyond which the oldest is skipped: when they take
 longer than checkpoints take to come, the newest are evaluated, and held checkpoints do not pile up on disk."""
@@ -42,38 +44,46 @@ def cause(exc: BaseException) -> str:
 
 @ray.remote(num_cpus=0, max_concurrency=8)
 class EvalKeeper:
-    def __init__(self, plan: EvalPlan, checkpoint_keeper, curves=None):
+    def __init__(self, plan: EvalPlan, checkpoint_keeper, curves=None, task=evaluate_checkpoint):
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-        self.plan, self.keeper, self.curves = plan, checkpoint_keeper, curves
+        self.plan, self.keeper, self.curves, self.task = plan, checkpoint_keeper, curves, task
         self.me = ray.get_runtime_context().current_actor
         self._lock = threading.Lock()
         self._tasks: dict[str, ray.ObjectRef] = {}
         self._started: dict[str, tuple[float, str]] = {}
         self._records: dict[str, EvalRecord] = {}
         self._best: EvalRecord | None = None
+        self._closed = False
         self._ending = threading.Event()
         self._poller = threading.Thread(target=self._poll_until_ending, name="eval-poller", daemon=True)
         self._poller.start()
 
     def published(self, name: str) -> None:
         with self._lock:
-            if name in self._tasks or name in self._records:
+            if name in self._tasks:
+                return
+            if name in self._records or self._closed:
+                # Evaluated already (a restarted attempt committed the step again), or too late: released.
+                if self._best is None or self._best.checkpoint != name:
+                    self.keeper.unhold.remote(name)
                 return
             waiting = sorted((n for n in self._tasks if n not in self._started), key=int)
-            self._tasks[name] = evaluate_checkpoint.options(**self.plan.options).remote(
-                self.keeper, self.me, name, self.plan
-            )
+            self._tasks[name] = self.task.options(**self.plan.options).remote(self.keeper, self.me, name, self.plan)
         for older in waiting[: max(0, len(waiting) + 1 - WAITING)]:
             self._stop(older, SKIPPED, f"checkpoint {name} came before it found capacity; the newer one goes first")
 
     def started(self, name: str, node: str) -> None:
         with self._lock:
-            self._started.setdefault(name, (time.monotonic(), node))
+            if name in self._tasks:  # not one already settled (skipped before it could say so)
+                self._started.setdefault(name, (time.monotonic(), node))
 
     # -- outcomes ---------------------------------------------------------------------------------
     def _poll_until_ending(self) -> None:
         while not self._ending.wait(POLL_S):
-            self._poll()
+            try:
+                self._poll()
+            except Exception:  # one bad round must not end the polling: the holds hang on it
+                log.exception("evaluations: a polling round failed")
 
     def _poll(self) -> None:
         with self._lock:
@@ -83,8 +93,9 @@ class EvalKeeper:
             ready, _ = ray.wait(list(by_ref), num_returns=len(by_ref), timeout=0)
             for ref in ready:
                 self._settle(self._outcome(by_ref[ref], ref))
+        running = set(by_ref.values())
         for name, (at, _) in started.items():
-            if name in by_ref and time.monotonic() - at > self.plan.timeout_s:
+            if name in running and time.monotonic() - at > self.plan.timeout_s:
                 self._stop(name, TIMED_OUT, f"still running after --cluster.eval_timeout_s={self.plan.timeout_s:g}")
 
     def _outcome(self, name: str, ref) -> EvalRecord | None:
@@ -110,7 +121,7 @@ class EvalKeeper:
         with self._lock:
             if name in self._records or self._tasks.pop(name, None) is None:
                 return
-            at, node = self._started.get(name, (None, None))
+            at, node = self._started.pop(name, (None, None))
             record.node = record.node or node
             if record.seconds is None and at is not None:
                 record.seconds = time.monotonic() - at
@@ -124,28 +135,37 @@ class EvalKeeper:
 
     def _keep_if_best(self, record: EvalRecord) -> str | None:
         """Which checkpoint no longer needs holding: this one, or the best it replaces (under the lock)."""
-        metric = self.plan.metric
-        if not metric or metric not in record.metrics:
-            return record.checkpoint
-        if self._best is not None:
-            better = BEST_METRICS[metric](self._best.metrics[metric], record.metrics[metric])
-            if better == self._best.metrics[metric]:  # a tie keeps the earlier one
-                return record.checkpoint
-        replaced, self._best = self._best, record
-        return replaced.checkpoint if replaced is not None else None
+        self._best, released = kept_best(self._best, record, self.plan.metric)
+        return released
+
+    def _never_started(self, name: str) -> None:
+        with self._lock:
+            if name in self._tasks or name in self._records:
+                return
+            self._records[name] = EvalRecord(name, CANCELLED, error="the run stopped before it was evaluated")
+        self.keeper.unhold.remote(name)
 
     # -- the end ----------------------------------------------------------------------------------
     def finish(self, stopped: bool) -> dict:
         """Every checkpoint's outcome and the best, once each has one. After a normal end, what is still
-        running may finish within ``timeout_s`` (the last checkpoint counts); after a stop nothing is waited for."""
-        for name in ray.get(self.keeper.evaluation_holds.remote(), timeout=60):
-            self.published(name)  # committed, but its announcement had not arrived
+        running may finish within ``timeout_s`` (the last checkpoint counts); after a stop nothing is waited for
+        (the driver's stop budget is its save's): what is pending is cancelled, in seconds."""
+        try:  # what was committed, but whose announcement had not arrived
+            held = ray.get(self.keeper.evaluation_holds.remote(), timeout=STOPPED_WAIT_S if stopped else 60)
+        except Exception as exc:
+            log.warning("evaluations: the checkpoints held for evaluation could not be listed: %s", exc)
+            held = []
+        for name in held:
+            self._never_started(name) if stopped else self.published(name)
+        with self._lock:
+            self._closed = True  # what is announced from now on is released, not evaluated
         self._ending.set()
-        self._poller.join(timeout=30)
+        self._poller.join(timeout=STOPPED_WAIT_S if stopped else 30)
         deadline = time.monotonic() + (0 if stopped else self.plan.timeout_s)
         while self._tasks and time.monotonic() < deadline:
             self._poll()
             time.sleep(POLL_S)
+        self._poll()  # what finished since the poller's last round is an outcome, not a cancellation
         why = "the run stopped before it ended" if stopped else "not done when the run ended"
         for name in list(self._tasks):
             self._stop(name, CANCELLED, why)
@@ -155,11 +175,24 @@ class EvalKeeper:
                 self.curves.mark.remote(
                     best.step, "best", {f"eval/best_{self.plan.metric}": best.metrics[self.plan.metric]}
                 )
-            ray.get(self.curves.caught_up.remote(), timeout=60)
+            try:
+                ray.get(self.curves.caught_up.remote(), timeout=STOPPED_WAIT_S if stopped else 60)
+            except Exception as exc:  # the curves never cost the outcomes
+                log.warning("the evaluations' last points may be missing from the curves: %s", exc)
         return {
             "evaluations": [self._records[n].as_summary() for n in sorted(self._records, key=int)],
             "best": None if best is None else best_entry(best, self.plan.metric),
         }
+
+
+def kept_best(best: EvalRecord | None, record: EvalRecord, metric: str) -> tuple[EvalRecord | None, str | None]:
+    """The best after ``record``, and the checkpoint no longer worth holding: ``record`` unless it is the new best
+    (a tie keeps the earlier one), else the best it replaces (None if there was none)."""
+    if not metric or metric not in record.metrics:
+        return best, record.checkpoint
+    if best is not None and BEST_METRICS[metric](best.metrics[metric], record.metrics[metric]) == best.metrics[metric]:
+        return best, record.checkpoint
+    return record, best.checkpoint if best is not None else None
 
 
 def best_entry(best: EvalRecord, metric: str) -> dict:
@@ -178,14 +211,15 @@ def check_capacity(plan: EvalPlan) -> None:
         )
 
 
-def evals_for_run(plan: EvalPlan | None, checkpoint_keeper, curves):
-    """The run's evaluation keeper on the caller's node, attached to the checkpoint keeper; None without a plan."""
+def evals_for_run(plan: EvalPlan | None, checkpoint_keeper, curves, task=evaluate_checkpoint):
+    """The run's evaluation keeper on the caller's node, attached to the checkpoint keeper; None without a plan.
+    ``task``: the Ray task that evaluates one checkpoint (the protocol's tests give a stand-in)."""
     if plan is None:
         return None
     check_capacity(plan)
     node_id = ray.get_runtime_context().get_node_id()
     evals = EvalKeeper.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)).remote(
-        plan, checkpoint_keeper, curves
+        plan, checkpoint_keeper, curves, task
     )
     ray.get(checkpoint_keeper.attach_evals.remote(evals), timeout=60)
     return evals

@@ -11,7 +11,8 @@ TIMED_OUT = "VALIDATION_TIMEOUT"
 SKIPPED = "SKIPPED"
 """A newer checkpoint arrived while this one still waited for capacity: the newer one is evaluated instead."""
 CANCELLED = "CANCELLED"
-"""The run stopped (a signal, a failure) before this evaluation ended: a stop never waits for evaluations."""
+"""The run stopped (a signal) before this evaluation ended, or ended while it still ran past ``eval_timeout_s``:
+a stop never waits for evaluations."""
 
 
 @dataclass

@@ -17,6 +17,8 @@ TORCHCODEC = {"2.8": ">=0.6,<0.8", "2.9": ">=0.8,<0.10", "2.10": ">=0.10,<0.11",
 # The PyTorch training DLCs whose Python lerobot (>=3.12) can run on: py312 from 2.8 on.
 DLC_PYTHON = "py312"
 CONTAINER_EXTRA = "curves"
+ENV_EXTRAS = ("pusht",)
+"""Simulations raycluster's extras install for a job that rolls out in one (``--env.type``)."""
 
 
 def torch_release(version: str) -> str:
@@ -32,15 +34,17 @@ def torch_release(version: str) -> str:
     return release
 
 
-def requirements() -> list[str]:
+def requirements(env_type: str | None = None) -> list[str]:
     """raycluster's runtime dependencies as its metadata declares them, with the curves extra (every job
-    records its curves), less torch (the DLC's)."""
+    records its curves) and the extra of the job's ``--env.type`` when raycluster has one (``pusht``: its
+    rollouts), less torch (the DLC's)."""
     required = importlib.metadata.requires(PACKAGE) or []
+    extras = [CONTAINER_EXTRA, *([env_type] if env_type in ENV_EXTRAS else [])]
     kept = []
     for line in required:
         requirement = Requirement(line)
         if requirement.marker is not None and "extra" in str(requirement.marker):
-            if not requirement.marker.evaluate({"extra": CONTAINER_EXTRA}):
+            if not any(requirement.marker.evaluate({"extra": extra}) for extra in extras):
                 continue
             requirement.marker = None
         if requirement.name == "torch":

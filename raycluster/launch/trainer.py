@@ -40,7 +40,8 @@ def stage_source(spec: LaunchSpec, into: Path) -> Path:
         (into / folder).mkdir(exist_ok=True)
         shutil.copy2(given, into / folder / Path(given).name)
     (into / "constraints.txt").write_text("\n".join(constraints(spec.framework_version)) + "\n")
-    (into / "requirements.txt").write_text("-c constraints.txt\n" + "\n".join(requirements()) + "\n")
+    env_type = spec.hyperparameters.get("env__type")  # the job's own flags, or what a ModelTrainer would send
+    (into / "requirements.txt").write_text("-c constraints.txt\n" + "\n".join(requirements(env_type)) + "\n")
     # One Ray auth token for every host of this job: it travels with the code (readable by whoever can
     # read the job's code in S3, and by the job's role), never in hyperparameters or environment, which
     # DescribeTrainingJob shows.

@@ -1,0 +1,115 @@
+"""The evaluation keeper's protocol with the checkpoint keeper, on a real Ray cluster and a real keeper, with a
+stand-in for the evaluation itself (``stand_in``: its outcome set per checkpoint below): holds against
+retention, the best kept, failures and timeouts recorded, a backlog skipped oldest first, a stop that waits for
+nothing. The real evaluation runs in ``test_evals_run.py``."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import ray
+
+from raycluster.checkpoints.keeper import keeper_on_this_node
+from raycluster.checkpoints.transfer import send_directory
+from raycluster.evals.keeper import evals_for_run
+from raycluster.evals.plan import EvalPlan
+from raycluster.evals.records import CANCELLED, FAILED, SKIPPED, TIMED_OUT, VALIDATED
+
+pytestmark = pytest.mark.cluster
+
+OUTCOMES = {
+    # checkpoint: (seconds it takes, held-out loss or None to raise)
+    "000001": (0.0, 0.5),
+    "000002": (0.0, 0.3),
+    "000003": (0.0, 0.4),
+    "000004": (0.0, None),
+    "000005": (60.0, 0.1),
+    "000006": (6.0, 0.2),
+}
+
+
+@ray.remote(max_retries=0)
+def stand_in(checkpoint_keeper, evals, name: str, plan: EvalPlan) -> dict:
+    evals.started.remote(name, "10.0.0.9")
+    seconds, loss = OUTCOMES.get(name, (0.0, 1.0))
+    time.sleep(seconds)
+    if loss is None:
+        raise ValueError(f"checkpoint {name} is unreadable")
+    return {"metrics": {"eval_loss": loss}, "seconds": seconds, "node": "10.0.0.9"}
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    # The stand-in is pickled by reference: the task's worker imports it from this directory.
+    ray.init(num_cpus=1, include_dashboard=False, runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).parent)}})
+    yield
+    ray.shutdown()
+
+
+def publish(keeper, tmp_path, *names: str) -> None:
+    for name in names:
+        source = tmp_path / "saved" / name
+        source.mkdir(parents=True)
+        (source / "pretrained_model").mkdir()
+        (source / "pretrained_model" / "model.safetensors").write_bytes(name.encode() * 100)
+        send_directory(keeper, source, name)
+
+
+def run_of(tmp_path, keep: int = 0, **plan):
+    keeper = keeper_on_this_node(str(tmp_path / "root"), keep)
+    settings = {"held_out": True, "rollouts": False, "options": {"resources": {}}, "timeout_s": 30.0, **plan}
+    return keeper, evals_for_run(EvalPlan(**settings), keeper, None, task=stand_in)
+
+
+def kept(tmp_path) -> list[str]:
+    return sorted(p.name for p in (tmp_path / "root" / "checkpoints").iterdir() if p.name.isdigit())
+
+
+def test_every_checkpoint_is_held_until_its_outcome_and_the_best_for_good(local_ray, tmp_path):
+    keeper, evals = run_of(tmp_path, keep=1, metric="eval_loss")
+    publish(keeper, tmp_path, "000001", "000002", "000003", "000004")
+    outcome = ray.get(evals.finish.remote(False), timeout=120)
+    statuses = {e["checkpoint"]: e["status"] for e in outcome["evaluations"]}
+    assert statuses == {"000001": VALIDATED, "000002": VALIDATED, "000003": VALIDATED, "000004": FAILED}
+    failed = outcome["evaluations"][3]
+    assert failed["error"] == "ValueError: checkpoint 000004 is unreadable" and failed["node"] == "10.0.0.9"
+    assert outcome["best"] == {"checkpoint": "000002", "step": 2, "metric": "eval_loss", "value": 0.3}
+    assert ray.get(keeper.evaluation_holds.remote()) == ["000002"]
+    # Keep 1: the newest, and the best, which retention spared; the rest went once their outcomes were in.
+    assert kept(tmp_path) == ["000002", "000004"]
+
+
+def test_a_slow_evaluation_times_out_and_a_stop_waits_for_none(local_ray, tmp_path):
+    keeper, evals = run_of(tmp_path, timeout_s=2.0)
+    publish(keeper, tmp_path, "000005")
+    time.sleep(6)  # past its timeout, measured from its start
+    outcome = ray.get(evals.finish.remote(False), timeout=60)
+    assert [(e["status"], e["error"]) for e in outcome["evaluations"]] == [
+        (TIMED_OUT, "still running after --cluster.eval_timeout_s=2")
+    ]
+    keeper, evals = run_of(tmp_path / "stopped")
+    publish(keeper, tmp_path / "stopped", "000005")
+    started = time.monotonic()
+    outcome = ray.get(evals.finish.remote(True), timeout=60)
+    assert time.monotonic() - started < 10
+    assert [e["status"] for e in outcome["evaluations"]] == [CANCELLED]
+    assert ray.get(keeper.evaluation_holds.remote()) == []
+
+
+def test_a_backlog_beyond_the_capacity_skips_the_oldest_waiting(local_ray, tmp_path):
+    # One CPU: 000006 runs (6 s) while 000007-000011 wait; the fifth waiting one makes the oldest give way, and
+    # the end of the run waits for the rest.
+    keeper, evals = run_of(tmp_path)
+    publish(keeper, tmp_path, "000006")
+    time.sleep(2)
+    publish(keeper, tmp_path, "000007", "000008", "000009", "000010", "000011")
+    outcome = ray.get(evals.finish.remote(False), timeout=120)
+    statuses = {e["checkpoint"]: e["status"] for e in outcome["evaluations"]}
+    assert statuses == {
+        "000006": VALIDATED, "000007": SKIPPED, "000008": VALIDATED, "000009": VALIDATED, "000010": VALIDATED,
+        "000011": VALIDATED,
+    }  # fmt: skip
+    assert "checkpoint 000011 came before it found capacity" in outcome["evaluations"][1]["error"]
+    assert ray.get(keeper.evaluation_holds.remote()) == []
