@@ -48,6 +48,14 @@ def local_ray():
     ray.shutdown()
 
 
+def eventually(check, timeout: float = 60) -> None:
+    """A task's start and its outcome come when its worker gets to them: poll ``check`` until it holds."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "never came to hold"
+        time.sleep(0.2)
+
+
 def publish(keeper, tmp_path, *names: str) -> None:
     for name in names:
         source = tmp_path / "saved" / name
@@ -84,7 +92,8 @@ def test_every_checkpoint_is_held_until_its_outcome_and_the_best_for_good(local_
 def test_a_slow_evaluation_times_out_and_a_stop_waits_for_none(local_ray, tmp_path):
     keeper, evals = run_of(tmp_path, timeout_s=2.0)
     publish(keeper, tmp_path, "000005")
-    time.sleep(6)  # past its timeout, measured from its start
+    eventually(lambda: ray.get(evals.pending.remote()) == {"000005": "running"})
+    eventually(lambda: ray.get(evals.pending.remote()) == {})  # its timeout, counted from its start
     outcome = ray.get(evals.finish.remote(False), timeout=60)
     assert [(e["status"], e["error"]) for e in outcome["evaluations"]] == [
         (TIMED_OUT, "still running after --cluster.eval_timeout_s=2")
@@ -103,7 +112,7 @@ def test_a_backlog_beyond_the_capacity_skips_the_oldest_waiting(local_ray, tmp_p
     # the end of the run waits for the rest.
     keeper, evals = run_of(tmp_path)
     publish(keeper, tmp_path, "000006")
-    time.sleep(2)
+    eventually(lambda: ray.get(evals.pending.remote()) == {"000006": "running"})
     publish(keeper, tmp_path, "000007", "000008", "000009", "000010", "000011")
     outcome = ray.get(evals.finish.remote(False), timeout=120)
     statuses = {e["checkpoint"]: e["status"] for e in outcome["evaluations"]}

@@ -77,6 +77,11 @@ class EvalKeeper:
             if name in self._tasks:  # not one already settled (skipped before it could say so)
                 self._started.setdefault(name, (time.monotonic(), node))
 
+    def pending(self) -> dict[str, str]:
+        """Every evaluation without an outcome yet: ``running`` (its task has started) or ``waiting``."""
+        with self._lock:
+            return {name: "running" if name in self._started else "waiting" for name in self._tasks}
+
     # -- outcomes ---------------------------------------------------------------------------------
     def _poll_until_ending(self) -> None:
         while not self._ending.wait(POLL_S):
