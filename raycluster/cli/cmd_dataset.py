@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import fields
 from pathlib import Path
 
 from raycluster.dataset import SyntheticDatasetSpec, make_synthetic_dataset
@@ -32,7 +33,7 @@ def _register_synthetic(kinds) -> None:
     )
     synthetic.add_argument("--repo-id", default=SyntheticDatasetSpec.repo_id)
     synthetic.add_argument("--seed", type=int, default=0)
-    synthetic.set_defaults(run=run)
+    synthetic.set_defaults(run=run, kind_spec=(SyntheticDatasetSpec, make_synthetic_dataset))
 
 
 def _register_pusht(kinds) -> None:
@@ -55,35 +56,12 @@ def _register_pusht(kinds) -> None:
     )
     pusht.add_argument("--repo-id", default=PushTDatasetSpec.repo_id)
     pusht.add_argument("--seed", type=int, default=0, help="episode i is env.reset(seed=SEED + i)")
-    pusht.set_defaults(run=run_pusht)
+    pusht.set_defaults(run=run, kind_spec=(PushTDatasetSpec, make_pusht_dataset))
 
 
 def run(args: argparse.Namespace) -> int:
-    make_synthetic_dataset(
-        SyntheticDatasetSpec(
-            root=args.root,
-            episodes=args.episodes,
-            frames=args.frames,
-            image_size=args.image_size,
-            video=args.video,
-            repo_id=args.repo_id,
-            seed=args.seed,
-        )
-    )
-    print(args.root)
-    return 0
-
-
-def run_pusht(args: argparse.Namespace) -> int:
-    make_pusht_dataset(
-        PushTDatasetSpec(
-            root=args.root,
-            episodes=args.episodes,
-            max_steps=args.max_steps,
-            obs_type=args.obs_type,
-            repo_id=args.repo_id,
-            seed=args.seed,
-        )
-    )
+    """Either kind: its spec from the options of the same names (the rest keep their defaults), then its writer."""
+    spec_type, make = args.kind_spec
+    make(spec_type(**{f.name: getattr(args, f.name) for f in fields(spec_type) if hasattr(args, f.name)}))
     print(args.root)
     return 0

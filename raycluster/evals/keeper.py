@@ -131,17 +131,13 @@ class EvalKeeper:
             if record.seconds is None and at is not None:
                 record.seconds = time.monotonic() - at
             self._records[name] = record
-            released = self._keep_if_best(record)
+            # Which checkpoint no longer needs holding: this one, or the best it replaces.
+            self._best, released = kept_best(self._best, record, self.plan.metric)
         (log.info if record.status == VALIDATED else log.warning)(record.log_line())
         if self.curves is not None and record.metrics:
             self.curves.log.remote(record.step, curve_metrics(record))
         if released is not None:
             self.keeper.unhold.remote(released)
-
-    def _keep_if_best(self, record: EvalRecord) -> str | None:
-        """Which checkpoint no longer needs holding: this one, or the best it replaces (under the lock)."""
-        self._best, released = kept_best(self._best, record, self.plan.metric)
-        return released
 
     def _never_started(self, name: str) -> None:
         with self._lock:
@@ -161,7 +157,10 @@ class EvalKeeper:
             log.warning("evaluations: the checkpoints held for evaluation could not be listed: %s", exc)
             held = []
         for name in held:
-            self._never_started(name) if stopped else self.published(name)
+            if stopped:
+                self._never_started(name)
+            else:
+                self.published(name)
         with self._lock:
             self._closed = True  # what is announced from now on is released, not evaluated
         self._ending.set()

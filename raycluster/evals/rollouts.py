@@ -7,9 +7,9 @@ from raycluster.evals.policy_loading import load_policy
 AGGREGATES = ("pc_success", "avg_sum_reward", "avg_max_reward", "n_episodes")
 
 
-def rollout_metrics(cfg, device: str, cpus: float) -> dict[str, float]:
+def rollout_metrics(cfg, device: str) -> dict[str, float]:
     """``--eval.n_episodes`` episodes from ``--seed``, as LeRobot's training evaluates (no videos). The envs
-    step in this process (no async workers): the task holds ``cpus`` and takes no more of the node's."""
+    step in this process (no async workers): the task takes no more of the node's CPUs than it holds."""
     import torch
     from lerobot.envs import close_envs, make_env, make_env_pre_post_processors
     from lerobot.scripts.lerobot_eval import eval_policy_all
@@ -19,7 +19,6 @@ def rollout_metrics(cfg, device: str, cpus: float) -> dict[str, float]:
     # LeRobot sized eval.batch_size from the cores of the machine that parsed the flags, not of this task's.
     n_envs = max(1, min(cfg.eval.n_episodes, cfg.eval.batch_size or cfg.eval.n_episodes, 8))
     envs = make_env(cfg.env, n_envs=n_envs, use_async_envs=False)
-    torch.set_num_threads(max(1, int(cpus)))
     try:
         with torch.no_grad():
             info = eval_policy_all(

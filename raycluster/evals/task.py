@@ -27,14 +27,13 @@ def evaluate_pretrained(pretrained: Path, plan: EvalPlan) -> dict[str, float]:
     """Every kind the plan asks for, from the checkpoint's own saved config."""
     import torch
 
-    cpus = plan.options.get("num_cpus", 1)
-    torch.set_num_threads(max(1, int(cpus)))  # the CPUs this task holds, not every core of the node
+    torch.set_num_threads(max(1, int(plan.options.get("num_cpus", 1))))  # the task's CPUs, not the node's
     cfg = train_config(pretrained, plan.device)
     metrics: dict[str, float] = {}
     if plan.held_out:
         metrics |= held_out_loss(cfg, plan.device)
     if plan.rollouts:
-        metrics |= rollout_metrics(cfg, plan.device, cpus)
+        metrics |= rollout_metrics(cfg, plan.device)
     return metrics
 
 
