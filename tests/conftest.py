@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import re
 import subprocess
 import sys
@@ -17,6 +18,8 @@ from moto.server import ThreadedMotoServer
 from raycluster.dataset import SyntheticDatasetSpec, make_synthetic_dataset
 from raycluster.demo import TINY_ACT
 from simulated import Sim, start_sim
+
+pytest_plugins = ["ray_guard", "pytester"]  # a test marked neither cluster nor slow starts no Ray (ray_guard.py)
 
 REPO = Path(__file__).resolve().parent.parent
 LEROBOT_MAIN_WHEELS = REPO.parent / "shared" / "wheels"
@@ -70,6 +73,22 @@ def dataset(tmp_path_factory, isolated_env) -> SyntheticDatasetSpec:
     spec = SyntheticDatasetSpec(root=tmp_path_factory.mktemp("data") / "synthetic")
     make_synthetic_dataset(spec)
     return spec
+
+
+@pytest.fixture
+def rng(request) -> random.Random:
+    """The test's random choices (a moment to act, a delay), replayable: its seed is printed with the command
+    that replays it, and ``RAYCLUSTER_TEST_SEED`` given replays it."""
+    seed = int(os.environ.get("RAYCLUSTER_TEST_SEED") or random.SystemRandom().randrange(2**32))
+    print(f"random seed {seed}; replay: RAYCLUSTER_TEST_SEED={seed} .venv/bin/python -m pytest '{request.node.nodeid}'")
+    return random.Random(seed)
+
+
+def pick(rng: random.Random, low: float, high: float, what: str) -> float:
+    """One random choice of the test's, printed."""
+    value = rng.uniform(low, high)
+    print(f"random choice: {what} = {value:.3f}")
+    return value
 
 
 def dataset_flags(spec: SyntheticDatasetSpec) -> list[str]:

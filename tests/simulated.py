@@ -65,6 +65,11 @@ class Sim:
                     subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
 
 
+def entry_pid(wrapper: int) -> int:
+    """A simulated host's PID 1 (the container command), as this machine sees it."""
+    return int(Path(f"/proc/{wrapper}/task/{wrapper}/children").read_text().split()[0])
+
+
 def kill(pid: int) -> None:
     try:
         os.kill(pid, signal.SIGKILL)

@@ -3,7 +3,6 @@
 import json
 import logging
 import os
-import random
 import re
 import signal
 import subprocess
@@ -16,7 +15,7 @@ import pytest
 import ray
 
 from conftest import COMMON as SHARED
-from conftest import REPO, TINY_ACT, dataset_flags, recorded_rows, run_cli
+from conftest import REPO, TINY_ACT, dataset_flags, pick, recorded_rows, run_cli
 from raycluster.checkpoints.keeper import CheckpointKeeper
 from raycluster.checkpoints.manifest import MANIFEST
 from raycluster.checkpoints.s3_store import S3Store
@@ -47,6 +46,7 @@ def fake_checkpoint(path, payload=b"x" * 3_000_000):
     return path
 
 
+@pytest.mark.cluster  # a local Ray of this module's
 def test_published_checkpoints_are_whole_and_bad_ones_are_moved_aside(local_ray, tmp_path):
     keeper = CheckpointKeeper.remote(str(tmp_path / "root"))
     for step in ("000002", "000004", "000006"):
@@ -70,6 +70,7 @@ def test_published_checkpoints_are_whole_and_bad_ones_are_moved_aside(local_ray,
     assert not fetch_directory(keeper, "000002", target)  # already there and intact
 
 
+@pytest.mark.cluster  # a local Ray of this module's
 def test_a_staging_dir_beside_the_root_puts_each_checkpoint_in_place_by_one_rename(local_ray, tmp_path):
     # SageMaker uploads whatever appears under /opt/ml/checkpoints: nothing partial, nothing hidden may appear there.
     keeper = CheckpointKeeper.remote(str(tmp_path / "synced" / "lerobot"), 0, None, str(tmp_path / "staging"))
@@ -95,6 +96,7 @@ def test_a_staging_dir_beside_the_root_puts_each_checkpoint_in_place_by_one_rena
     assert not any(p.is_file() for p in (tmp_path / "staging").rglob("*"))
 
 
+@pytest.mark.cluster  # a local Ray of this module's
 def test_retention_spares_a_checkpoint_that_is_being_fetched(local_ray, tmp_path):
     # A restarted worker group fetches 000001 while the previous attempt still publishes newer ones.
     keeper = CheckpointKeeper.remote(str(tmp_path / "root"), 1)
@@ -124,6 +126,7 @@ def test_a_restart_resumes_only_from_a_checkpoint_every_rank_can_reach(keeper, l
     assert resume_source(keeper, local, attempt) == source
 
 
+@pytest.mark.cluster  # a local Ray of this module's
 def test_retention_keeps_exactly_k(local_ray, tmp_path):
     keeper = CheckpointKeeper.remote(str(tmp_path / "root"), 2)
     for step in range(1, 6):
@@ -131,6 +134,7 @@ def test_retention_keeps_exactly_k(local_ray, tmp_path):
     assert ray.get(keeper.complete_steps.remote()) == [4, 5]
 
 
+@pytest.mark.cluster  # a local Ray of this module's
 def test_checkpoints_are_ordered_by_step_not_text(local_ray, tmp_path):
     # LeRobot pads to max(6, len(str(steps))): a run relaunched with --steps=1000000 after 500000 writes 0505000.
     keeper = CheckpointKeeper.remote(str(tmp_path / "root"), 2)
@@ -140,6 +144,7 @@ def test_checkpoints_are_ordered_by_step_not_text(local_ray, tmp_path):
     assert ray.get(keeper.complete_steps.remote()) == [500000, 505000]  # retention dropped the oldest step
 
 
+@pytest.mark.cluster  # a local Ray of this module's
 def test_a_manifest_naming_files_outside_its_checkpoint_is_quarantined(local_ray, tmp_path):
     keeper = CheckpointKeeper.remote(str(tmp_path / "root"))
     send_directory(keeper, fake_checkpoint(tmp_path / "src" / "000001", b"a" * 100), "000001")
@@ -153,6 +158,7 @@ def test_a_manifest_naming_files_outside_its_checkpoint_is_quarantined(local_ray
     assert (tmp_path / "root" / "secret").read_text() == "s"
 
 
+@pytest.mark.cluster  # a local Ray of this module's
 def test_s3_root_publishes_manifest_last_and_resumes(local_ray, s3_endpoint, tmp_path, caplog):
     # The module's Ray cluster started before the endpoint existed: hand the keeper its address.
     keeper = CheckpointKeeper.options(runtime_env={"env_vars": s3_endpoint}).remote("s3://ckpts/run1")
@@ -178,6 +184,7 @@ def test_s3_root_publishes_manifest_last_and_resumes(local_ray, s3_endpoint, tmp
     assert len(model_gets) == 1, gets
 
 
+@pytest.mark.cluster  # a local Ray of this module's
 def test_listing_trusts_what_the_keeper_published_and_a_resume_reads_it_whole(local_ray, tmp_path):
     # The stop window and every save's retention list the kept checkpoints: no re-hash of each one every time.
     keeper = CheckpointKeeper.remote(str(tmp_path / "root"))
@@ -190,6 +197,7 @@ def test_listing_trusts_what_the_keeper_published_and_a_resume_reads_it_whole(lo
     assert ray.get(keeper.complete_names.remote()) == ["000001"]
 
 
+@pytest.mark.cluster  # a local Ray of this module's
 def test_a_fetch_whose_worker_died_holds_its_checkpoint_no_longer_than_its_lease(local_ray, tmp_path):
     keeper = CheckpointKeeper.remote(str(tmp_path / "root"), 1, None, "", 0.5)
     send_directory(keeper, fake_checkpoint(tmp_path / "src" / "000001", b"f" * 100), "000001")
@@ -199,6 +207,7 @@ def test_a_fetch_whose_worker_died_holds_its_checkpoint_no_longer_than_its_lease
     assert ray.get(keeper.complete_steps.remote()) == [2]  # retention went on once the lease ran out
 
 
+@pytest.mark.cluster  # a local Ray of this module's
 def test_a_failed_s3_publish_keeps_no_staged_copy(local_ray, s3_endpoint, tmp_path):
     staging = tmp_path / "staging"
     keeper = CheckpointKeeper.options(runtime_env={"env_vars": s3_endpoint}).remote(
@@ -209,6 +218,7 @@ def test_a_failed_s3_publish_keeps_no_staged_copy(local_ray, s3_endpoint, tmp_pa
     assert [p for p in staging.rglob("*") if p.is_file()] == []  # nothing left to fill the disk save after save
 
 
+@pytest.mark.cluster  # a local Ray of this module's
 def test_an_s3_object_of_the_right_size_with_other_bytes_is_quarantined_not_resumed_forever(
     local_ray, s3_endpoint, tmp_path
 ):
@@ -324,7 +334,7 @@ def test_killed_workers_resume_from_the_last_complete_checkpoint(dataset, tmp_pa
 
 
 @pytest.mark.slow
-def test_ctrl_c_saves_the_step_reached_to_s3_and_a_rerun_resumes_from_it(dataset, s3_endpoint, tmp_path):
+def test_ctrl_c_saves_the_step_reached_to_s3_and_a_rerun_resumes_from_it(dataset, s3_endpoint, tmp_path, rng):
     out = tmp_path / "out"
     flags = [
         "--cluster.num_workers=2",
@@ -347,7 +357,7 @@ def test_ctrl_c_saves_the_step_reached_to_s3_and_a_rerun_resumes_from_it(dataset
         output.append(line)
         if re.search(r"step:3 ", line):
             break
-    time.sleep(random.uniform(0, 2))  # a moment the test does not choose
+    time.sleep(pick(rng, 0, 2, "seconds before SIGINT"))  # a moment the test does not choose
     proc.send_signal(signal.SIGINT)
     rest, _ = proc.communicate(timeout=300)
     text = "".join(output) + rest

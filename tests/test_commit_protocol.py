@@ -174,6 +174,7 @@ class Hosts:
         return json.loads((self.roots[0] / "checkpoints" / name / MANIFEST).read_text())
 
 
+@pytest.mark.cluster  # a local Ray of this module's
 def test_more_hosts_than_keeper_threads_publish_in_parallel_each_into_its_own_root(local_ray, tmp_path):
     hosts = Hosts(tmp_path, 6)  # the keeper has 4 threads: a funnel that waits per host stalled from 5 on
     ray.get(hosts.save(tmp_path, "000001", 1))
@@ -189,6 +190,7 @@ def test_more_hosts_than_keeper_threads_publish_in_parallel_each_into_its_own_ro
     assert ray.get(hosts.keeper.complete_names.remote()) == ["000001"]
 
 
+@pytest.mark.cluster  # a local Ray of this module's
 def test_a_part_of_an_abandoned_attempt_is_never_combined_and_is_removed(local_ray, tmp_path):
     hosts = Hosts(tmp_path, 2)
     ray.get(hosts.save(tmp_path, "000002", 1, hosts=[0]))
@@ -206,6 +208,7 @@ def test_a_part_of_an_abandoned_attempt_is_never_combined_and_is_removed(local_r
         eventually(lambda root=root: list((root.parent / "staging").glob("*/*")) == [])  # no staged part left
 
 
+@pytest.mark.cluster  # a local Ray of this module's
 def test_a_part_that_cannot_be_placed_fails_the_checkpoint_with_its_cause(local_ray, tmp_path):
     hosts = Hosts(tmp_path, 3)
     ray.get(hosts.save(tmp_path, "000001", 1))
@@ -220,6 +223,7 @@ def test_a_part_that_cannot_be_placed_fails_the_checkpoint_with_its_cause(local_
     eventually(lambda: all(not (root / "checkpoints" / "000003").exists() for root in hosts.roots[:2]))
 
 
+@pytest.mark.cluster  # a local Ray of this module's
 def test_a_part_that_never_comes_fails_its_checkpoint_at_the_deadline_and_the_next_is_published(local_ray, tmp_path):
     hosts = Hosts(tmp_path, 2, part_deadline_s=2)
     ray.get(hosts.save(tmp_path, "000001", 1, hosts=[0]))  # host 2 was lost mid-save
@@ -229,6 +233,7 @@ def test_a_part_that_never_comes_fails_its_checkpoint_at_the_deadline_and_the_ne
     assert ray.get(hosts.keeper.complete_names.remote()) == ["000002"]
 
 
+@pytest.mark.cluster  # a local Ray of this module's
 def test_retention_deletes_a_checkpoint_on_every_host_and_its_commit_record_first(local_ray, tmp_path):
     hosts = Hosts(tmp_path, 3, keep=2)
     for step in (1, 2, 3):
@@ -239,6 +244,7 @@ def test_retention_deletes_a_checkpoint_on_every_host_and_its_commit_record_firs
         eventually(lambda root=root: sorted(p.name for p in (root / "checkpoints").iterdir()) == ["000002", "000003"])
 
 
+@pytest.mark.cluster  # a local Ray of this module's
 def test_the_final_model_of_a_checkpoint_spread_over_hosts_carries_every_hosts_shards(local_ray, tmp_path):
     # safetensors_dcp with a model dir: rank 0's own `last` holds only its host's shards; the published model must
     # be the whole pretrained_model, assembled from every host.
@@ -259,6 +265,7 @@ def test_the_final_model_of_a_checkpoint_spread_over_hosts_carries_every_hosts_s
     assert final_checkpoint(one_host.keeper, output_dir, ["000001"]) == output_dir / "checkpoints" / "000001"
 
 
+@pytest.mark.cluster  # a local Ray of this module's
 def test_a_fetched_part_that_is_not_what_the_record_says_is_quarantined(local_ray, tmp_path):
     hosts = Hosts(tmp_path, 2)
     ray.get(hosts.save(tmp_path, "000001", 1))

@@ -125,6 +125,7 @@ def test_a_store_is_published_across_a_bind_mount(tmp_path):
         subprocess.run(["umount", str(mounted)], check=True)
 
 
+@pytest.mark.cluster  # a local Ray with a job's environment
 def test_the_curve_keeper_asks_no_one_about_a_hub_token(tmp_path):
     # An HF_TOKEN in the job's environment, and a "Hub" that accepts connections and never answers.
     hub = socket.create_server(("127.0.0.1", 0))

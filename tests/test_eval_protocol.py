@@ -1,10 +1,13 @@
 """The evaluation keeper's protocol with the checkpoint keeper, on a real Ray cluster and a real keeper, with a
 stand-in for the evaluation itself (``stand_in``: its outcome set per checkpoint below): holds against
 retention, the best kept, failures and timeouts recorded, a backlog skipped oldest first, a stop that waits for
-nothing. The real evaluation runs in ``test_evals_run.py``."""
+nothing. The real evaluation runs in ``test_evals_run.py``. Each wait is on an outcome, never on a sleep: a
+stand-in that must still be running when the test acts waits for the test's word (``GATES``)."""
 
 from __future__ import annotations
 
+import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -16,36 +19,51 @@ from raycluster.checkpoints.transfer import send_directory
 from raycluster.evals.keeper import evals_for_run
 from raycluster.evals.plan import EvalPlan
 from raycluster.evals.records import CANCELLED, FAILED, SKIPPED, TIMED_OUT, VALIDATED
+from raycluster.faults import NO_FAULTS, Faults
 
 pytestmark = pytest.mark.cluster
 
 OUTCOMES = {
-    # checkpoint: (seconds it takes, held-out loss or None to raise)
-    "000001": (0.0, 0.5),
-    "000002": (0.0, 0.3),
-    "000003": (0.0, 0.4),
-    "000004": (0.0, None),
-    "000005": (60.0, 0.1),
-    "000006": (6.0, 0.2),
+    # checkpoint: (whether it runs until the test opens its gate, held-out loss or None to raise)
+    "000001": (False, 0.5),
+    "000002": (False, 0.3),
+    "000003": (False, 0.4),
+    "000004": (False, None),
+    "000005": (True, 0.1),
+    "000006": (True, 0.2),
 }
+GATES = Path(tempfile.gettempdir()) / f"raycluster-eval-gates-{os.getpid()}"
+"""Where the test opens a gated stand-in's gate (a file named after its checkpoint); the tasks find it by this
+same path, computed in the test process and passed to them in their environment."""
 
 
 @ray.remote(max_retries=0)
-def stand_in(checkpoint_keeper, evals, name: str, plan: EvalPlan) -> dict:
+def stand_in(checkpoint_keeper, evals, name: str, plan: EvalPlan, faults: Faults) -> dict:
     evals.started.remote(name, "10.0.0.9")
-    seconds, loss = OUTCOMES.get(name, (0.0, 1.0))
-    time.sleep(seconds)
+    gated, loss = OUTCOMES.get(name, (False, 1.0))
+    gate, deadline = Path(os.environ["RAYCLUSTER_TEST_GATES"]) / name, time.monotonic() + 120
+    while gated and not gate.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
     if loss is None:
         raise ValueError(f"checkpoint {name} is unreadable")
-    return {"metrics": {"eval_loss": loss}, "seconds": seconds, "node": "10.0.0.9"}
+    return {"metrics": {"eval_loss": loss}, "seconds": 0.0, "node": "10.0.0.9"}
+
+
+def open_gate(name: str) -> None:
+    (GATES / name).touch()
 
 
 @pytest.fixture(scope="module")
 def local_ray():
     # The stand-in is pickled by reference: the task's worker imports it from this directory.
-    ray.init(num_cpus=1, include_dashboard=False, runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).parent)}})
+    GATES.mkdir(parents=True, exist_ok=True)
+    env = {"PYTHONPATH": str(Path(__file__).parent), "RAYCLUSTER_TEST_GATES": str(GATES)}
+    ray.init(num_cpus=1, include_dashboard=False, runtime_env={"env_vars": env})
     yield
     ray.shutdown()
+    for gate in GATES.iterdir():
+        gate.unlink()
+    GATES.rmdir()
 
 
 def eventually(check, timeout: float = 60) -> None:
@@ -65,10 +83,10 @@ def publish(keeper, tmp_path, *names: str) -> None:
         send_directory(keeper, source, name)
 
 
-def run_of(tmp_path, keep: int = 0, **plan):
-    keeper = keeper_on_this_node(str(tmp_path / "root"), keep)
+def run_of(tmp_path, keep: int = 0, faults: Faults = NO_FAULTS, **plan):
+    keeper = keeper_on_this_node(str(tmp_path / "root"), keep, faults=faults)
     settings = {"held_out": True, "rollouts": False, "options": {"resources": {}}, "timeout_s": 30.0, **plan}
-    return keeper, evals_for_run(EvalPlan(**settings), keeper, None, task=stand_in)
+    return keeper, evals_for_run(EvalPlan(**settings), keeper, None, task=stand_in, faults=faults)
 
 
 def kept(tmp_path) -> list[str]:
@@ -89,31 +107,46 @@ def test_every_checkpoint_is_held_until_its_outcome_and_the_best_for_good(local_
     assert kept(tmp_path) == ["000002", "000004"]
 
 
-def test_a_slow_evaluation_times_out_and_a_stop_waits_for_none(local_ray, tmp_path):
+def test_a_slow_evaluation_times_out_counted_from_its_start(local_ray, tmp_path):
     keeper, evals = run_of(tmp_path, timeout_s=2.0)
-    publish(keeper, tmp_path, "000005")
+    publish(keeper, tmp_path, "000005")  # gated: it runs until cancelled
     eventually(lambda: ray.get(evals.pending.remote()) == {"000005": "running"})
     eventually(lambda: ray.get(evals.pending.remote()) == {})  # its timeout, counted from its start
     outcome = ray.get(evals.finish.remote(False), timeout=60)
     assert [(e["status"], e["error"]) for e in outcome["evaluations"]] == [
         (TIMED_OUT, "still running after --cluster.eval_timeout_s=2")
     ]
-    keeper, evals = run_of(tmp_path / "stopped")
-    publish(keeper, tmp_path / "stopped", "000005")
+    assert ray.get(keeper.evaluation_holds.remote()) == []
+
+
+def test_a_stop_waits_for_none_and_releases_every_hold_even_of_an_announcement_that_comes_after_it(local_ray, tmp_path):
+    # The race of a stop, driven on purpose: the keeper's word of the commit is lost (the fault seam), so only
+    # the stop's own reconciliation knows of 000005, and the word then comes after the stop, from the test.
+    keeper, evals = run_of(tmp_path, faults=Faults(lose_announcements=True))
+    publish(keeper, tmp_path, "000005")
+    assert ray.get(keeper.evaluation_holds.remote()) == ["000005"]  # held with its commit
     started = time.monotonic()
     outcome = ray.get(evals.finish.remote(True), timeout=60)
     assert time.monotonic() - started < 10
     assert [e["status"] for e in outcome["evaluations"]] == [CANCELLED]
+    assert ray.get(keeper.evaluation_holds.remote()) == []  # released before the stop returned
+    ray.get(evals.published.remote("000005"))  # the late word
+    assert ray.get(evals.pending.remote()) == {} and ray.get(keeper.evaluation_holds.remote()) == []
+    publish(keeper, tmp_path, "000006")  # a commit after the stop is held for no one
     assert ray.get(keeper.evaluation_holds.remote()) == []
+    assert kept(tmp_path) == ["000005", "000006"]
 
 
 def test_a_backlog_beyond_the_capacity_skips_the_oldest_waiting(local_ray, tmp_path):
-    # One CPU: 000006 runs (6 s) while 000007-000011 wait; the fifth waiting one makes the oldest give way, and
-    # the end of the run waits for the rest.
+    # One CPU: 000006 runs (until the test opens its gate) while 000007-000011 wait; the fifth waiting one makes
+    # the oldest give way, and the end of the run waits for the rest.
     keeper, evals = run_of(tmp_path)
     publish(keeper, tmp_path, "000006")
     eventually(lambda: ray.get(evals.pending.remote()) == {"000006": "running"})
     publish(keeper, tmp_path, "000007", "000008", "000009", "000010", "000011")
+    waiting = {name: "waiting" for name in ("000008", "000009", "000010", "000011")}  # 000007 skipped
+    eventually(lambda: ray.get(evals.pending.remote()) == {"000006": "running", **waiting})
+    open_gate("000006")
     outcome = ray.get(evals.finish.remote(False), timeout=120)
     statuses = {e["checkpoint"]: e["status"] for e in outcome["evaluations"]}
     assert statuses == {

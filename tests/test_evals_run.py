@@ -13,7 +13,8 @@ from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
 from conftest import COMMON, TINY_ACT, dataset_flags, recorded_rows, run_cli
 from raycluster.evals.plan import EvalPlan
-from raycluster.evals.task import TESTING_RAISE, evaluate_pretrained
+from raycluster.evals.task import evaluate_pretrained
+from raycluster.faults import EVAL_RAISE as TESTING_RAISE
 from raycluster.training.summary import read_summary
 
 pytestmark = pytest.mark.slow

@@ -12,11 +12,11 @@ import pytest
 
 from conftest import TINY_ACT_HPS
 from raycluster.checkpoints.manifest import MANIFEST
-from raycluster.checkpoints.part_store import TESTING_PUBLISH_DELAY
 from raycluster.checkpoints.store import LocalStore
+from raycluster.faults import PUBLISH_DELAY as TESTING_PUBLISH_DELAY
 from raycluster.sagemaker.failure import SIGTERM_REASON
 from raycluster.sim.job import KILL_AFTER_S
-from simulated import Sim, assert_all_complete, assert_clean, logged_steps, synced_checkpoints, wait_for_log
+from simulated import Sim, assert_all_complete, assert_clean, entry_pid, logged_steps, synced_checkpoints, wait_for_log
 
 pytestmark = [
     pytest.mark.slow,
@@ -38,11 +38,6 @@ def host_processes(workdir: Path, host: str) -> dict[int, str]:
         except OSError:
             continue
     return processes
-
-
-def entry_pid(wrapper: int) -> int:
-    """The host's PID 1 (the container command), as this machine sees it."""
-    return int(Path(f"/proc/{wrapper}/task/{wrapper}/children").read_text().split()[0])
 
 
 def stop_and_time(sim: Sim) -> tuple[dict, float]:
@@ -84,26 +79,6 @@ def test_sigterm_before_training_ends_every_host_with_nothing_saved(job, tmp_pat
         assert "submitted job" not in log.read_text()
     assert logged_steps(log) == []  # the README: stopped before training, so not one step trained
     assert not synced_checkpoints(tmp_path).exists() or not any(synced_checkpoints(tmp_path).iterdir())
-    assert_clean()
-
-
-def test_sigterm_twice_mid_training_saves_the_step_reached_once(job, tmp_path):
-    sim = job(tmp_path, 2, TRAINING)
-    wait_for_log(tmp_path / "algo-1" / "log.txt", "step:3 ")
-    entry_points = [entry_pid(int((tmp_path / h / "host.pid").read_text())) for h in ("algo-1", "algo-2")]
-    sim.send_signal(signal.SIGTERM)
-    signalled = time.monotonic()
-    time.sleep(1)
-    for pid in entry_points:  # SageMaker's second stop request: the sim itself forwards only the first
-        os.kill(pid, signal.SIGTERM)
-    result = sim.finish(timeout=KILL_AFTER_S + 60)
-    seconds = time.monotonic() - signalled
-    report("twice in a row, mid-training", seconds, result)
-    step = max(logged_steps(tmp_path / "algo-1" / "log.txt"))
-    said = f"stopped by SIGTERM at step {step}; checkpoint {step} saved"
-    assert seconds < KILL_AFTER_S and all(h == {"exit_code": 143, "failure": said} for h in result.values()), result
-    assert os.listdir(synced_checkpoints(tmp_path)) == [f"{step:06d}"]
-    assert_nothing_partial(tmp_path)
     assert_clean()
 
 

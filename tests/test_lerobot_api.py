@@ -100,6 +100,7 @@ class Seen(LoopHooks):
         self.saved.append(step_dir.name)
 
 
+@pytest.mark.slow  # trains LeRobot's own loop in this process
 def test_hooks_see_every_step_and_checkpoint_of_lerobots_own_loop(dataset, tmp_path, capfd, caplog):
     out = tmp_path / "out"
     args = [

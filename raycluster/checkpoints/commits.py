@@ -121,7 +121,7 @@ class PartCommits:
             del self._placing[name]
             self._publishing.discard(name)
             self._complete.add(name)
-            self._hold_for_evals(name)  # with complete: no retention, nor the run's end, may come between
+            self.holds.take(name)  # with complete: no retention, nor the run's end, may come between
             self._failures.pop(name, None)
             self._holders[name] = {r: complete.parts[e["part"]].holder for r, e in record.items()}
             calls = self._decide(self._parts.superseded(int(name))) if name.isdigit() else []
@@ -132,7 +132,7 @@ class PartCommits:
         )  # fmt: skip
         if self.curves is not None and name.isdigit():
             self.curves.log.remote(int(name), {"checkpoint/publish_s": seconds, "checkpoint/mb": size})
-        self._announce(name)
+        self.holds.announce(name)
         run(calls)
         if name.isdigit():
             self._retain()

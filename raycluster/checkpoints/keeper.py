@@ -23,11 +23,13 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from raycluster.checkpoints.commits import PartCommits, Placing
+from raycluster.checkpoints.holds import Holds
 from raycluster.checkpoints.manifest import MANIFEST, within
-from raycluster.checkpoints.part_store import link_or_copy, part_stores_on_every_node, testing_delay
+from raycluster.checkpoints.part_store import link_or_copy, part_stores_on_every_node
 from raycluster.checkpoints.parts import PART_DEADLINE_S, PartSet
 from raycluster.checkpoints.serving import FetchServing
 from raycluster.checkpoints.store import LocalStore, open_store
+from raycluster.faults import NO_FAULTS, Faults
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +41,10 @@ READ_LEASE_S = 300.0
 class CheckpointKeeper(PartCommits, FetchServing):
     def __init__(
         self, root: str, keep: int = 0, store=None, staging_dir: str = "", read_lease_s: float = READ_LEASE_S,
-        part_deadline_s: float = PART_DEADLINE_S,
+        part_deadline_s: float = PART_DEADLINE_S, faults: Faults = NO_FAULTS,
     ):  # fmt: skip
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-        self.store = store or open_store(root)
+        self.store, self.faults = store or open_store(root), faults
         self.keep = keep
         if staging_dir:
             Path(staging_dir).mkdir(parents=True, exist_ok=True)
@@ -66,9 +68,8 @@ class CheckpointKeeper(PartCommits, FetchServing):
         self._failures: dict[str, str] = {}
         self.part_stores: list = []
         self.curves = None
-        self.evals = None
         # Checkpoints retention spares: each from its commit until its evaluation's outcome, and the best.
-        self._held: set[str] = set()
+        self.holds = Holds(faults)
 
     def attach(self, part_stores: list, curves=None) -> None:
         """Every host's part store (retention deletes on all of them), and the curves to mark publishes in."""
@@ -76,25 +77,20 @@ class CheckpointKeeper(PartCommits, FetchServing):
 
     def attach_evals(self, evals) -> None:
         """The evaluation keeper: told of every commit, after the checkpoint is held for it."""
-        self.evals = evals
+        self.holds.subscribe(evals)
 
-    def _hold_for_evals(self, name: str) -> None:
-        """Under the lock, as ``name`` becomes complete: held from the moment anyone may take it for complete."""
-        if self.evals is not None and name.isdigit():
-            self._held.add(name)
-
-    def _announce(self, name: str) -> None:
-        if self.evals is not None and name.isdigit():
-            self.evals.published.remote(name)
+    def detach_evals(self, best: str | None) -> list[str]:
+        """The evaluations' end, waited for by the evaluation keeper: every hold released but the best's."""
+        held = self.holds.end(best)
+        self._retain()
+        return held
 
     def unhold(self, name: str) -> None:
-        with self._lock:
-            self._held.discard(name)
+        self.holds.release(name)
         self._retain()
 
     def evaluation_holds(self) -> list[str]:
-        with self._lock:
-            return sorted(self._held, key=int)
+        return self.holds.names()
 
     def begin(self) -> str:
         token = uuid.uuid4().hex[:12]
@@ -121,11 +117,11 @@ class CheckpointKeeper(PartCommits, FetchServing):
             self._publishing.add(name)
         try:
             (staged / MANIFEST).write_text(json.dumps(manifest, indent=1))
-            testing_delay(name)
+            self.faults.delay_publish(name)
             self.store.publish(staged, name)
             with self._lock:
                 self._complete.add(name)
-                self._hold_for_evals(name)
+                self.holds.take(name)
         except BaseException:
             shutil.rmtree(staged, ignore_errors=True)  # a refused upload keeps nothing on disk
             raise
@@ -133,7 +129,7 @@ class CheckpointKeeper(PartCommits, FetchServing):
             with self._lock:
                 self._publishing.discard(name)
         log.info("published checkpoint %s to %s", name, self.store)
-        self._announce(name)
+        self.holds.announce(name)
         if name.isdigit():
             self._retain()
         return name
@@ -157,7 +153,7 @@ class CheckpointKeeper(PartCommits, FetchServing):
         complete = self.complete_names()
         for name in complete[: -self.keep]:
             with self._lock:  # from here on no fetch may start on it
-                if name in self._held:
+                if name in self.holds:
                     continue
                 if self._readers[name] and time.monotonic() - self._read_at[name] < self.read_lease_s:
                     log.info("retention: checkpoint %s is being fetched; deleted at a later save", name)
@@ -231,20 +227,24 @@ class CheckpointKeeper(PartCommits, FetchServing):
         return [int(n) for n in self.complete_names()]
 
 
-def keeper_on_this_node(root: str, keep: int = 0, local_name_root: bool = False, staging_dir: str = ""):
+def keeper_on_this_node(
+    root: str, keep: int = 0, local_name_root: bool = False, staging_dir: str = "", faults: Faults = NO_FAULTS
+):
     """A keeper pinned to the caller's node (the driver's). ``local_name_root``: ``root`` itself holds
     the published names (e.g. ``/opt/ml/model/pretrained_model``), not ``root/checkpoints``.
     ``staging_dir``: where checkpoints are assembled, on the root's filesystem (default: a temp dir)."""
     node_id = ray.get_runtime_context().get_node_id()
     return CheckpointKeeper.options(
         scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
-    ).remote(root, keep, LocalStore(Path(root)) if local_name_root else None, staging_dir)
+    ).remote(root, keep, LocalStore(Path(root)) if local_name_root else None, staging_dir, faults=faults)
 
 
-def keeper_and_part_stores(root: str, keep: int, staging_dir: str, curves=None) -> tuple[object, dict]:
+def keeper_and_part_stores(
+    root: str, keep: int, staging_dir: str, curves=None, faults: Faults = NO_FAULTS
+) -> tuple[object, dict]:
     """The keeper of ``root`` on the caller's node, and a part store on every node: what training and the
     sharded-checkpoint test job both publish through."""
-    keeper = keeper_on_this_node(root, keep, staging_dir=staging_dir)
-    part_stores = part_stores_on_every_node(root, staging_dir, keeper)
+    keeper = keeper_on_this_node(root, keep, staging_dir=staging_dir, faults=faults)
+    part_stores = part_stores_on_every_node(root, staging_dir, keeper, faults)
     ray.get(keeper.attach.remote(list(part_stores.values()), curves))
     return keeper, part_stores

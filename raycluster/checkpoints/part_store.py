@@ -22,18 +22,9 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from raycluster.checkpoints.manifest import CHUNK_BYTES, MANIFEST, manifest_of, within
 from raycluster.checkpoints.store import open_store
+from raycluster.faults import NO_FAULTS, Faults
 
 log = logging.getLogger(__name__)
-
-TESTING_PUBLISH_DELAY = "RAYCLUSTER_TESTING_PUBLISH_DELAY_S"
-"""Fault injection, for tests only (like Ray's own ``RAY_testing_*``): every publish waits this long after
-staging, so a test can stop a job while a checkpoint or the final model is being published."""
-
-
-def testing_delay(name: str) -> None:
-    if delay := float(os.environ.get(TESTING_PUBLISH_DELAY, 0)):
-        log.info("testing: holding the publish of %s for %gs (%s)", name, delay, TESTING_PUBLISH_DELAY)
-        time.sleep(delay)
 
 
 def link_or_copy(source: Path, target: Path) -> None:
@@ -47,9 +38,9 @@ def link_or_copy(source: Path, target: Path) -> None:
 
 @ray.remote(num_cpus=0, max_concurrency=8)
 class PartStore:
-    def __init__(self, root: str, staging_dir: str, keeper):
+    def __init__(self, root: str, staging_dir: str, keeper, faults: Faults = NO_FAULTS):
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-        self.store, self.keeper = open_store(root), keeper
+        self.store, self.keeper, self.faults = open_store(root), keeper, faults
         Path(staging_dir).mkdir(parents=True, exist_ok=True)
         self.staging = Path(tempfile.mkdtemp(prefix="raycluster-parts-", dir=staging_dir))
 
@@ -86,7 +77,7 @@ class PartStore:
         way, and writes the commit record into its own root once every host's part is in place."""
         staged = self._staged(name, attempt, part)
         try:
-            testing_delay(name)
+            self.faults.delay_publish(name)
             if whole is not None:
                 (staged / MANIFEST).write_text(json.dumps(whole, indent=1))
                 self.store.publish(staged, name)
@@ -132,11 +123,13 @@ class PartStore:
         return ray.get_runtime_context().get_node_id()
 
 
-def part_stores_on_every_node(root: str, staging_dir: str, keeper) -> dict[str, object]:
+def part_stores_on_every_node(root: str, staging_dir: str, keeper, faults: Faults = NO_FAULTS) -> dict[str, object]:
     """A part store pinned to each node of the cluster (the driver's too): ``node id -> handle``."""
     stores = {}
     for node in ray.nodes():
         if node["Alive"]:
             strategy = NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
-            stores[node["NodeID"]] = PartStore.options(scheduling_strategy=strategy).remote(root, staging_dir, keeper)
+            stores[node["NodeID"]] = PartStore.options(scheduling_strategy=strategy).remote(
+                root, staging_dir, keeper, faults
+            )
     return stores

@@ -24,6 +24,7 @@ from raycluster.evals.plan import EvalPlan
 from raycluster.evals.records import CANCELLED, FAILED, SKIPPED, TIMED_OUT, VALIDATED, EvalRecord, curve_metrics
 from raycluster.evals.resources import BEST_METRICS, wanted
 from raycluster.evals.task import evaluate_checkpoint
+from raycluster.faults import NO_FAULTS, Faults
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +45,10 @@ def cause(exc: BaseException) -> str:
 
 @ray.remote(num_cpus=0, max_concurrency=8)
 class EvalKeeper:
-    def __init__(self, plan: EvalPlan, checkpoint_keeper, curves=None, task=evaluate_checkpoint):
+    def __init__(self, plan: EvalPlan, checkpoint_keeper, curves=None, task=evaluate_checkpoint, faults=NO_FAULTS):
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
         self.plan, self.keeper, self.curves, self.task = plan, checkpoint_keeper, curves, task
+        self.faults: Faults = faults
         self.me = ray.get_runtime_context().current_actor
         self._lock = threading.Lock()
         self._tasks: dict[str, ray.ObjectRef] = {}
@@ -68,7 +70,9 @@ class EvalKeeper:
                     self.keeper.unhold.remote(name)
                 return
             waiting = sorted((n for n in self._tasks if n not in self._started), key=int)
-            self._tasks[name] = self.task.options(**self.plan.options).remote(self.keeper, self.me, name, self.plan)
+            self._tasks[name] = self.task.options(**self.plan.options).remote(
+                self.keeper, self.me, name, self.plan, self.faults
+            )
         for older in waiting[: max(0, len(waiting) + 1 - WAITING)]:
             self._stop(older, SKIPPED, f"checkpoint {name} came before it found capacity; the newer one goes first")
 
@@ -144,7 +148,6 @@ class EvalKeeper:
             if name in self._tasks or name in self._records:
                 return
             self._records[name] = EvalRecord(name, CANCELLED, error="the run stopped before it was evaluated")
-        self.keeper.unhold.remote(name)
 
     # -- the end ----------------------------------------------------------------------------------
     def finish(self, stopped: bool) -> dict:
@@ -174,6 +177,7 @@ class EvalKeeper:
         for name in list(self._tasks):
             self._stop(name, CANCELLED, why)
         best = self._best
+        self._release_holds(best, stopped)
         if self.curves is not None:  # before the driver finishes the curves: this caller's points are all in
             if best is not None:
                 self.curves.mark.remote(
@@ -187,6 +191,17 @@ class EvalKeeper:
             "evaluations": [self._records[n].as_summary() for n in sorted(self._records, key=int)],
             "best": None if best is None else best_entry(best, self.plan.metric),
         }
+
+    def _release_holds(self, best: EvalRecord | None, stopped: bool) -> None:
+        """Every hold but the best's, released by the checkpoint keeper before the outcomes are returned,
+        announcements that crossed the end included; a later commit is held for no one."""
+        try:
+            ray.get(
+                self.keeper.detach_evals.remote(best.checkpoint if best else None),
+                timeout=STOPPED_WAIT_S if stopped else 60,
+            )
+        except Exception as exc:  # a keeper that cannot answer holds nothing that outlives the run
+            log.warning("evaluations: the checkpoints held for them could not be released: %s", exc)
 
 
 def kept_best(best: EvalRecord | None, record: EvalRecord, metric: str) -> tuple[EvalRecord | None, str | None]:
@@ -215,7 +230,7 @@ def check_capacity(plan: EvalPlan) -> None:
         )
 
 
-def evals_for_run(plan: EvalPlan | None, checkpoint_keeper, curves, task=evaluate_checkpoint):
+def evals_for_run(plan: EvalPlan | None, checkpoint_keeper, curves, task=evaluate_checkpoint, faults=NO_FAULTS):
     """The run's evaluation keeper on the caller's node, attached to the checkpoint keeper; None without a plan.
     ``task``: the Ray task that evaluates one checkpoint (the protocol's tests give a stand-in)."""
     if plan is None:
@@ -223,7 +238,7 @@ def evals_for_run(plan: EvalPlan | None, checkpoint_keeper, curves, task=evaluat
     check_capacity(plan)
     node_id = ray.get_runtime_context().get_node_id()
     evals = EvalKeeper.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)).remote(
-        plan, checkpoint_keeper, curves, task
+        plan, checkpoint_keeper, curves, task, faults
     )
     ray.get(checkpoint_keeper.attach_evals.remote(evals), timeout=60)
     return evals

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -15,12 +14,10 @@ from raycluster.evals.held_out import held_out_loss
 from raycluster.evals.plan import EvalPlan
 from raycluster.evals.policy_loading import train_config
 from raycluster.evals.rollouts import rollout_metrics
+from raycluster.faults import Faults
 from raycluster.training.lerobot_api import PRETRAINED_MODEL
 
 log = logging.getLogger(__name__)
-
-TESTING_RAISE = "RAYCLUSTER_TESTING_EVAL_RAISE"
-"""Fault injection for tests: checkpoint steps (``2,6``) whose evaluation raises."""
 
 
 def evaluate_pretrained(pretrained: Path, plan: EvalPlan) -> dict[str, float]:
@@ -38,14 +35,13 @@ def evaluate_pretrained(pretrained: Path, plan: EvalPlan) -> dict[str, float]:
 
 
 @ray.remote(max_retries=0)
-def evaluate_checkpoint(checkpoint_keeper, evals, name: str, plan: EvalPlan) -> dict:
+def evaluate_checkpoint(checkpoint_keeper, evals, name: str, plan: EvalPlan, faults: Faults) -> dict:
     """Fetch ``name``'s ``pretrained_model`` from the hosts that hold it (the keeper holds the checkpoint
     against retention until this ends) and evaluate it; raises on anything that went wrong."""
     node = ray.util.get_node_ip_address()
     evals.started.remote(name, node)  # the timeout counts from here, not from the wait for capacity
     started = time.monotonic()
-    if str(int(name)) in os.environ.get(TESTING_RAISE, "").split(","):
-        raise RuntimeError(f"testing: the evaluation of checkpoint {name} raises ({TESTING_RAISE})")
+    faults.raise_in_evaluation(name)
     with tempfile.TemporaryDirectory(prefix=f"raycluster-eval-{name}-") as scratch:
         target = Path(scratch) / name
         fetch_directory(checkpoint_keeper, name, target, only=PRETRAINED_MODEL)

@@ -10,6 +10,7 @@ from raycluster.cluster_config import ClusterConfig
 from raycluster.evals.best import export_best, finish_evals
 from raycluster.evals.keeper import evals_for_run
 from raycluster.evals.plan import EvalPlan
+from raycluster.faults import Faults
 
 
 @dataclass(frozen=True)
@@ -20,15 +21,15 @@ class RunKeepers:
     evals: object | None = None
 
 
-def keepers_for_run(cluster: ClusterConfig, plan: EvalPlan | None, staging: str, curves) -> RunKeepers:
+def keepers_for_run(cluster: ClusterConfig, plan: EvalPlan | None, staging: str, curves, faults: Faults) -> RunKeepers:
     model = checkpoints = part_stores = evals = None
     if cluster.model_dir:
-        model = keeper_on_this_node(cluster.model_dir, local_name_root=True, staging_dir=staging)
+        model = keeper_on_this_node(cluster.model_dir, local_name_root=True, staging_dir=staging, faults=faults)
     if cluster.checkpoint_dir:
         checkpoints, part_stores = keeper_and_part_stores(
-            cluster.checkpoint_dir, cluster.keep_checkpoints, staging, curves
+            cluster.checkpoint_dir, cluster.keep_checkpoints, staging, curves, faults
         )
-        evals = evals_for_run(plan, checkpoints, curves)
+        evals = evals_for_run(plan, checkpoints, curves, faults=faults)
     return RunKeepers(model, checkpoints, part_stores, evals)
 
 

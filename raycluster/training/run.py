@@ -27,6 +27,7 @@ from raycluster.connect import check_capacity, ray_cluster
 from raycluster.curves.keeper import curves_for_run, finish_curves
 from raycluster.dataset import check_dataset_root
 from raycluster.evals.plan import inline_off, plan_for_run
+from raycluster.faults import NO_FAULTS, Faults
 from raycluster.training.causes import failure_cause
 from raycluster.training.interrupt import StopRequest, fit_listening, forward_to_journal
 from raycluster.training.journal import RunJournal
@@ -150,9 +151,12 @@ def summarize(
     )
 
 
-def run_training(cluster: ClusterConfig, lerobot_args: list[str], stop: StopRequest | None = None) -> RunSummary:
+def run_training(
+    cluster: ClusterConfig, lerobot_args: list[str], stop: StopRequest | None = None, faults: Faults = NO_FAULTS
+) -> RunSummary:
     """``stop``: set by the caller's signal handlers; every rank then stops after one agreed step, which
-    LeRobot saves as a periodic checkpoint and the keeper publishes (raised as ``TrainingStopped``)."""
+    LeRobot saves as a periodic checkpoint and the keeper publishes (raised as ``TrainingStopped``).
+    ``faults``: what a test injects (``raycluster.faults``), none otherwise."""
     stop = stop or StopRequest()
     started = command_started()
     cluster, lerobot_args = absolute_paths(cluster, lerobot_args, Path.cwd())
@@ -175,7 +179,7 @@ def run_training(cluster: ClusterConfig, lerobot_args: list[str], stop: StopRequ
         # The stacks' file beside the summary: the model dir first, which SageMaker keeps (its output dir is scratch).
         kept = [Path(cluster.model_dir)] if cluster.model_dir else []
         board = watch_for_hangs(cluster.hang_timeout_s, [*kept, output_dir])
-        keepers = keepers_for_run(cluster, plan, staging, curves)
+        keepers = keepers_for_run(cluster, plan, staging, curves, faults)
         trainer = make_trainer(cluster, cfg, args, journal, keepers, curves, board[0] if board else None)
         fitted = threading.Event()
         forward_to_journal(stop, journal, fitted)

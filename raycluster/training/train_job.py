@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 from raycluster.cluster_config import split_cluster_args
 from raycluster.errors import UsageError
+from raycluster.faults import Faults
 from raycluster.job_report import JobReport, write_report
 
 log = logging.getLogger(__name__)
@@ -19,7 +21,8 @@ def train(argv: list[str]) -> int:
 
     try:
         cluster, lerobot_args = split_cluster_args(argv)
-        run_training(cluster, lerobot_args, StopRequest())
+        # The one place a run reads the faults a test injects (a simulated job's hosts get them from the sim).
+        run_training(cluster, lerobot_args, StopRequest(), Faults.from_env(os.environ))
     except UsageError as exc:
         return ended(2, f"error: {exc}", log.error)
     except TrainingStopped as exc:

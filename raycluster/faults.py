@@ -1,0 +1,49 @@
+"""Fault injection for tests: the one seam. The code that can be made to fail takes a ``Faults`` value and asks
+it; nothing below reads the environment for a fault. The command that starts a run reads the environment once
+(``from_env``), so that a simulated job's hosts, which get the ``RAYCLUSTER_TESTING_*`` variables from the sim,
+inject the same faults; a test that builds the actors itself hands them a ``Faults`` directly.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
+
+PUBLISH_DELAY = "RAYCLUSTER_TESTING_PUBLISH_DELAY_S"
+"""Every publish waits this long after staging, so a test can stop a job while a checkpoint or the final model
+is being published."""
+EVAL_RAISE = "RAYCLUSTER_TESTING_EVAL_RAISE"
+"""Checkpoint steps (``2,6``) whose evaluation raises."""
+
+
+@dataclass(frozen=True)
+class Faults:
+    publish_delay_s: float = 0.0
+    eval_raise: tuple[int, ...] = ()
+    lose_announcements: bool = False
+    """The checkpoint keeper's word of a commit never reaches the evaluation keeper (only a test sets it): what
+    the evaluation keeper's own reconciliation at the end must make good."""
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> Faults:
+        raising = environ.get(EVAL_RAISE, "")
+        return cls(
+            publish_delay_s=float(environ.get(PUBLISH_DELAY, 0) or 0),
+            eval_raise=tuple(int(step) for step in raising.split(",") if step.strip()),
+        )
+
+    def delay_publish(self, name: str) -> None:
+        if self.publish_delay_s:
+            log.info("testing: holding the publish of %s for %gs (%s)", name, self.publish_delay_s, PUBLISH_DELAY)
+            time.sleep(self.publish_delay_s)
+
+    def raise_in_evaluation(self, name: str) -> None:
+        if int(name) in self.eval_raise:
+            raise RuntimeError(f"testing: the evaluation of checkpoint {name} raises ({EVAL_RAISE})")
+
+
+NO_FAULTS = Faults()
