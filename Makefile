@@ -1,5 +1,6 @@
 # Two set-up commands: `make demo` and `make test`. `make bench ARGS="--only recovery"` passes options on. Both create or refresh .venv first (fast when current).
-# `make test-fast`: the edit-test loop (lint, then every test that neither trains nor starts a Ray cluster).
+# `make test-fast`: the edit-test loop (lint, then every test that neither trains nor starts Ray; tests/ray_guard.py
+# fails a test that starts Ray unmarked).
 SHELL := /bin/bash
 VENV := .venv
 # A working python3.12 first (a user's machine), else the newest 3.12 that pyenv has.
@@ -38,8 +39,9 @@ lint: venv
 	$(VENV)/bin/ruff check $(LINTED)
 	$(VENV)/bin/ruff format --check $(LINTED)
 
+# Every test's duration goes to outputs/junit.xml (the next cut is chosen from figures); the 15 slowest are printed.
 test: lint
-	$(VENV)/bin/python -m pytest -q -ra --durations=15
+	$(VENV)/bin/python -m pytest -q -ra --durations=15 --junitxml=outputs/junit.xml
 
 test-fast: lint
 	$(VENV)/bin/python -m pytest -q -ra -m "not slow and not cluster"

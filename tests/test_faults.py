@@ -56,7 +56,7 @@ def assert_nothing_partial(workdir: Path) -> None:
 
 
 def report(fault: str, seconds: float, result: dict) -> None:
-    # The README's fault table is made from these lines (`pytest tests/test_faults.py -s`).
+    # The fault table of docs/interruptions.md is made from these lines (`pytest tests/test_faults.py -s`).
     hosts = "; ".join(f"{host}: {r['exit_code']} {r['failure']!r}" for host, r in result.items())
     print(f"\nFAULT | {fault} | {seconds:.1f} s | {hosts}")
 
@@ -75,9 +75,9 @@ def test_sigterm_before_training_ends_every_host_with_nothing_saved(job, tmp_pat
     assert all(h["failure"].startswith("stopped by SIGTERM") for h in result.values()), result
     assert all("at step" not in h["failure"] for h in result.values()), result
     log = tmp_path / "algo-1" / "log.txt"
-    if moment == "host algo-1 of":  # the README: nothing submitted
+    if moment == "host algo-1 of":  # the guide: nothing submitted
         assert "submitted job" not in log.read_text()
-    assert logged_steps(log) == []  # the README: stopped before training, so not one step trained
+    assert logged_steps(log) == []  # the guide: stopped before training, so not one step trained
     assert not synced_checkpoints(tmp_path).exists() or not any(synced_checkpoints(tmp_path).iterdir())
     assert_clean()
 
@@ -88,7 +88,7 @@ def test_sigterm_while_a_checkpoint_is_published_completes_it_then_saves_the_ste
     wait_for_log(tmp_path / "algo-1" / "log.txt", "holding the publish of 000002")
     result, seconds = stop_and_time(sim)
     report("during a checkpoint's publish", seconds, result)
-    # The README: that publish completes, then the step reached is saved; 143 `… at step N; checkpoint N saved`.
+    # The guide: that publish completes, then the step reached is saved; 143 `… at step N; checkpoint N saved`.
     step = max(logged_steps(tmp_path / "algo-1" / "log.txt"))
     said = f"stopped by SIGTERM at step {step}; checkpoint {step} saved"
     assert seconds < KILL_AFTER_S and all(h == {"exit_code": 143, "failure": said} for h in result.values()), result
@@ -104,7 +104,7 @@ def test_sigterm_while_the_final_model_is_published_lands_it_whole(job, tmp_path
     wait_for_log(tmp_path / "algo-1" / "log.txt", "holding the publish of pretrained_model")
     result, seconds = stop_and_time(sim)
     report("during the final model's publish", seconds, result)
-    # The README: the model lands whole in /opt/ml/model; 143 `stopped by SIGTERM …` (training had ended: the
+    # The guide: the model lands whole in /opt/ml/model; 143 `stopped by SIGTERM …` (training had ended: the
     # run has no step of its own to name, so the head's reason stands).
     expected = {"exit_code": 143, "failure": SIGTERM_REASON}
     assert seconds < KILL_AFTER_S and all(h == expected for h in result.values()), (seconds, result)

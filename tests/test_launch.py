@@ -3,6 +3,7 @@ captured request run as a simulated job: what the launcher sends is what the ent
 
 import json
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -366,7 +367,9 @@ def test_the_launched_request_runs_through_sagemakers_driver_on_simulated_hosts(
     aws, dataset, sims, tmp_path, monkeypatch
 ):
     """The dry run's request, dotted LeRobot flags, entry/cluster settings, awkward values and a secret included,
-    runs through the SDK's own sm_train.sh on every simulated host to the end."""
+    runs through the SDK's own sm_train.sh on every simulated host to the end. It is a heterogeneous job (two
+    instance groups): training on the ``train`` group, every checkpoint evaluated on the ``eval`` group's host,
+    which the entry point offers to Ray as ``group:eval`` (one job carries both: a simulated job costs minutes)."""
     value = "hf_" + secrets.token_hex(20)
     client("secretsmanager", aws).create_secret(Name="sim/launched", SecretString=value)
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):  # the sim's stand-in for the job's role
@@ -374,10 +377,15 @@ def test_the_launched_request_runs_through_sagemakers_driver_on_simulated_hosts(
     flags = [
         f"--dataset.repo_id={dataset.repo_id}",
         *(flag for flag in TINY_ACT if not flag.startswith("--policy.device")),  # the entry point picks the device
-        "--steps=3",
+        "--steps=4",
         "--batch_size=4",
         "--num_workers=0",
-        "--save_freq=3",
+        "--save_freq=2",
+        "--log_freq=2",
+        "--cluster.num_workers=2",
+        "--dataset.eval_split=0.25",
+        "--cluster.async_eval=true",
+        '--cluster.eval_resources={"group:eval": 1}',
         "--job_name=act on two hosts",
         "--dataset.episodes=[0, 1, 2, 3]",
         "--entry.join_timeout_s=120",
@@ -386,8 +394,8 @@ def test_the_launched_request_runs_through_sagemakers_driver_on_simulated_hosts(
     ]
     result = launch(
         aws,
-        "--instance-type=ml.c5.xlarge",
-        "--instance-count=2",
+        "--instance-group=train=ml.c5.xlarge:2",
+        "--instance-group=eval=ml.c5.xlarge:1",
         f"--role={ROLE}",
         f"--output-s3=s3://{BUCKET}/out",
         f"--dataset-s3=s3://{BUCKET}/data",
@@ -403,28 +411,43 @@ def test_the_launched_request_runs_through_sagemakers_driver_on_simulated_hosts(
         f"--channel=dataset={dataset.root}",
         f"--aws-endpoint={aws['AWS_ENDPOINT_URL']}",
     )
-    assert sim.finish() == {
-        "algo-1": {"exit_code": 0, "failure": None},
-        "algo-2": {"exit_code": 0, "failure": None},
-    }
+    result = sim.finish()
+    assert result == {f"algo-{n}": {"exit_code": 0, "failure": None} for n in (1, 2, 3)}, (result, sim.output()[-3000:])
     head = tmp_path / "sim" / "algo-1" / "opt" / "ml"
     log = (tmp_path / "sim" / "algo-1" / "log.txt").read_text()
     assert "Executing command: exec python -u -m entry" in log and "cluster formed" in log
     assert "all-reduce across 2 workers, backend gloo" in log  # the preflight probe ran across both hosts first
+    table = log[log.index("all-reduce across 2 workers") :].split("transport:", 1)[0].splitlines()
+    sizes = [row.removeprefix("[job]").split()[0] for row in table if row.removeprefix("[job]").strip()[:1].isdigit()]
+    assert sizes == ["1024", "65536", "1048576", "16777216", "67108864"], table
     summary = json.loads((head / "model" / "raycluster_summary.json").read_text())
-    assert summary["world_size"] == 2 and summary["final_step"] == 3 and summary["backend"] == "gloo"
+    assert summary["world_size"] == 2 and summary["final_step"] == 4 and summary["backend"] == "gloo"
     assert (head / "model" / "pretrained_model" / "model.safetensors").is_file()
     assert_clean()
     config = json.loads((head / "model" / "pretrained_model" / "train_config.json").read_text())
     assert config["job_name"] == "act on two hosts" and config["dataset"]["episodes"] == [0, 1, 2, 3]
     # rank 0's host holds the checkpoint's one part, which may be either host: what S3 holds once synced
-    assert (synced_checkpoints(tmp_path / "sim") / "000003" / "pretrained_model" / "model.safetensors").is_file()
+    assert (synced_checkpoints(tmp_path / "sim") / "000004" / "pretrained_model" / "model.safetensors").is_file()
     # Read on each host, and in nothing a training wrote either: curves, summary, checkpoints, logs, Ray's files.
     assert all(
         "read secret HF_TOKEN (sim/launched)" in (tmp_path / "sim" / h / "log.txt").read_text()
-        for h in ("algo-1", "algo-2")
+        for h in ("algo-1", "algo-2", "algo-3")
     )
     assert files_holding(tmp_path / "sim", value.encode()) == []
+    assert_evaluated_on_the_eval_groups_host_only(tmp_path / "sim", sim.output(), summary)
+
+
+def assert_evaluated_on_the_eval_groups_host_only(workdir: Path, output: str, summary: dict) -> None:
+    config = json.loads((workdir / "algo-3" / "opt" / "ml" / "input" / "config" / "resourceconfig.json").read_text())
+    assert config["current_group_name"] == "eval"
+    assert [g["hosts"] for g in config["instance_groups"]] == [["algo-1", "algo-2"], ["algo-3"]]
+    subnet = re.search(r"sim: 3 hosts on (\S+)\.0/24", output).group(1)
+    address = {f"algo-{k}": f"{subnet}.{10 + k}" for k in (1, 2, 3)}
+    evaluations = summary["evaluations"]
+    assert [e["step"] for e in evaluations] == [2, 4] and all(e["status"] == "VALIDATED" for e in evaluations)
+    # Where Ray placed each task: the eval group's host, never a training host.
+    assert {e["node"] for e in evaluations} == {address["algo-3"]}, evaluations
+    assert all(e["metrics"]["eval_loss"] > 0 and e["metrics"]["eval_frames"] == 60 for e in evaluations)
 
 
 def test_a_wheel_travels_with_the_code_and_anything_else_is_refused_before_any_upload(aws, tmp_path):

@@ -32,9 +32,11 @@ def client(env_extra: dict, *args: str, timeout: float = 180) -> subprocess.Comp
 pytestmark = pytest.mark.cluster
 
 
-@pytest.fixture
-def local_head(tmp_path):
-    state = tmp_path / "state"
+@pytest.fixture(scope="module")
+def local_head(tmp_path_factory):
+    """One `up` for the module: its last test takes it down itself (this fixture's `down` is for a failure
+    before that, and then finds nothing recorded)."""
+    state = tmp_path_factory.mktemp("up") / "state"
     result = run_cli("up", "--num-cpus=1", f"--state-dir={state}", timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "ray job submit" in result.stdout and str(state / "auth_token") in result.stdout
@@ -74,9 +76,8 @@ def ray_processes_under(temp_dir: str) -> list[str]:
     return subprocess.run(["pgrep", "-f", temp_dir], capture_output=True, text=True).stdout.split()
 
 
-def test_down_leaves_no_process_behind(tmp_path):
-    state = tmp_path / "state"
-    assert run_cli("up", "--num-cpus=1", f"--state-dir={state}", timeout=120).returncode == 0
+def test_down_leaves_no_process_behind(local_head):
+    state = local_head[0]
     temp_dir = json.loads((state / "cluster.json").read_text())["temp_dir"]
     assert ray_processes_under(temp_dir)
     assert run_cli("down", f"--state-dir={state}").returncode == 0

@@ -1,5 +1,5 @@
-"""The README's own commands, taken from README.md itself and run as written: relative paths, no
-activated virtualenv, in a directory of their own."""
+"""The guides' own commands, taken from their pages under docs/ (and the README's copies of two of them) and run
+as written: relative paths, no activated virtualenv, in a directory of their own."""
 
 import json
 import os
@@ -14,26 +14,37 @@ import pytest
 from conftest import REPO
 
 
-def readme_block(section: str, language: str = "bash") -> str:
-    """The first ```bash (or ``language``) block after the line that starts with ``section`` (a heading, say)."""
-    text = (REPO / "README.md").read_text()
+def guide_block(page: str, section: str, language: str = "bash") -> str:
+    """The first ```bash (or ``language``) block after the line of ``page`` (``"docs/training.md"``, say) that
+    starts with ``section`` (a heading, say)."""
+    text = (REPO / page).read_text()
     start = text.index(f"\n{section}")
     match = re.search(rf"```{language}\n(.*?)```", text[start:], re.S)
-    assert match, f"no {language} block under {section}"
+    assert match, f"no {language} block under {section} in {page}"
     return match.group(1)
 
 
-def run_readme_block(section: str, cwd: Path) -> subprocess.CompletedProcess:
+def run_guide_block(page: str, section: str, cwd: Path) -> subprocess.CompletedProcess:
     """The section's bash block as a user runs it: strict bash, in ``cwd``."""
     return subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", readme_block(section)], cwd=cwd, capture_output=True, text=True, timeout=600
+        ["bash", "-euo", "pipefail", "-c", guide_block(page, section)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
+
+
+def test_the_readmes_train_and_launch_blocks_are_the_guides_own():
+    """The front page's smallest training and launch are copies: the guides' blocks, which the tests below run."""
+    assert guide_block("README.md", "## Train on this machine") == guide_block("docs/training.md", "## Train")
+    assert guide_block("README.md", "## Launch on SageMaker") == guide_block("docs/launch.md", "## Run on SageMaker")
 
 
 @pytest.mark.slow
 def test_the_train_section_runs_as_written_and_checkpoints_land_where_it_says(tmp_path):
     (tmp_path / ".venv").symlink_to(REPO / ".venv")
-    result = run_readme_block("## Train", tmp_path)
+    result = run_guide_block("docs/training.md", "## Train", tmp_path)
     assert result.returncode == 0, result.stderr[-4000:]
     output = tmp_path / "outputs" / "act"
     checkpoints = output / "checkpoints"
@@ -48,7 +59,7 @@ def test_the_train_section_runs_as_written_and_checkpoints_land_where_it_says(tm
 @pytest.mark.slow
 def test_the_evaluation_section_runs_as_written_and_exports_the_best(tmp_path):
     (tmp_path / ".venv").symlink_to(REPO / ".venv")
-    result = run_readme_block("### Evaluate every checkpoint while training goes on", tmp_path)
+    result = run_guide_block("docs/evaluation.md", "## Evaluate every checkpoint while training goes on", tmp_path)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
     summary = json.loads((tmp_path / "outputs" / "pusht" / "raycluster_summary.json").read_text())
@@ -69,7 +80,9 @@ def test_the_evaluation_section_runs_as_written_and_exports_the_best(tmp_path):
 def test_the_interactive_section_runs_as_written():
     """`up`, the user's own job submitted with the token, `down`, the probe: from this checkout, as a user would."""
     try:
-        result = run_readme_block("## Interactive clusters, your own jobs, the dashboard", REPO)
+        result = run_guide_block(
+            "docs/interactive-clusters.md", "## Interactive clusters, your own jobs, the dashboard", REPO
+        )
     finally:  # the block's own `down` does not run when a line before it fails
         subprocess.run([".venv/bin/raycluster", "down"], cwd=REPO, capture_output=True, timeout=120)
     output = result.stdout + result.stderr
@@ -91,16 +104,16 @@ def test_the_lerobot_main_block_runs_as_written(lerobot_main_wheel, tmp_path):
         [".venv/bin/raycluster", "dataset", "synthetic", "--root", "data/synthetic"], cwd=clone, capture_output=True
     )
     assert made.returncode == 0, made.stderr[-2000:]
-    result = run_readme_block("## LeRobot 0.6.x and LeRobot main", clone)
+    result = run_guide_block("docs/lerobot-versions.md", "## LeRobot 0.6.x and LeRobot main", clone)
     assert result.returncode == 0, result.stderr[-4000:]
     summary = json.loads((clone / "outputs" / "act-main" / "raycluster_summary.json").read_text())
     assert summary["final_step"] == 20 and summary["checkpoints"] == [10, 20] and summary["world_size"] == 2
     assert summary["policy_wrapper"] == "DistributedDataParallel"
 
 
-def readme_command(section: str, starts: str) -> str:
+def guide_command(page: str, section: str, starts: str) -> str:
     """One command of a section's bash block, its continuation lines included."""
-    lines = readme_block(section).splitlines()
+    lines = guide_block(page, section).splitlines()
     first = next(i for i, line in enumerate(lines) if line.startswith(starts))
     last = next(i for i in range(first, len(lines)) if not lines[i].rstrip().endswith("\\"))
     return "\n".join(lines[first : last + 1])
@@ -117,10 +130,10 @@ def readme_command(section: str, starts: str) -> str:
     ],
 )
 def test_the_readme_launch_without_credentials_or_network_ends_in_one_line(tmp_path, aws, said):
-    """The README's own `launch` as a new user first runs it: no AWS credentials, or no route to AWS."""
+    """The guide's `launch` (the README's copy) as a new user first runs it: no AWS credentials, or no route to AWS."""
     (tmp_path / ".venv").symlink_to(REPO / ".venv")
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "AWS_EC2_METADATA_DISABLED": "true", **aws}
-    command = readme_command("## Run on SageMaker", ".venv/bin/raycluster launch")
+    command = guide_command("docs/launch.md", "## Run on SageMaker", ".venv/bin/raycluster launch")
     result = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
     assert result.stderr.strip().splitlines()[-1].startswith(f"raycluster launch: error: {said}"), result.stderr[-2000:]
@@ -130,9 +143,9 @@ def test_the_model_trainer_snippet_runs_as_written_up_to_the_aws_call(tmp_path):
     """`launch --stage-only` as written, then the snippet itself: ModelTrainer validates the staged source dir
     and takes the hyperparameters; only `train()`, which needs AWS, is left out."""
     (tmp_path / ".venv").symlink_to(REPO / ".venv")
-    section = "Your own `ModelTrainer`"
+    page, section = "docs/sagemaker-entry-point.md", "Your own `ModelTrainer`"
     staged = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", readme_block(section)],
+        ["bash", "-euo", "pipefail", "-c", guide_block(page, section)],
         cwd=tmp_path,
         text=True,
         capture_output=True,
@@ -143,7 +156,9 @@ def test_the_model_trainer_snippet_runs_as_written_up_to_the_aws_call(tmp_path):
     assert {"entry", "raycluster", "jobs", "requirements.txt", "constraints.txt"} <= {p.name for p in source.iterdir()}
     assert (source / ".raycluster" / "auth_token").read_text().strip()
     assert "-c constraints.txt" in (source / "requirements.txt").read_text()
-    snippet = readme_block(section, "python").replace("trainer.train()", "print(json.dumps(trainer.hyperparameters))")
+    snippet = guide_block(page, section, "python").replace(
+        "trainer.train()", "print(json.dumps(trainer.hyperparameters))"
+    )
     env = {
         "PATH": "/usr/bin:/bin",
         "HOME": str(tmp_path),
@@ -162,11 +177,11 @@ def test_the_model_trainer_snippet_runs_as_written_up_to_the_aws_call(tmp_path):
 @pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="simulated hosts need root (network namespaces)")
 def test_the_sim_request_form_runs_as_written(tmp_path, dataset, sims):
-    """`launch … --dry-run > request.json`, then the sim of that request, both as the README writes them."""
+    """`launch … --dry-run > request.json`, then the sim of that request, both as docs/simulated-jobs.md writes them."""
     (tmp_path / ".venv").symlink_to(REPO / ".venv")
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "synthetic").symlink_to(dataset.root)
-    block = readme_block("Or the very request `launch` would send.")
+    block = guide_block("docs/simulated-jobs.md", "Or the very request `launch` would send.")
     launch, sim_line = block.split("\n.venv/bin/raycluster sim ")
     dry = subprocess.run(["bash", "-euo", "pipefail", "-c", launch], cwd=tmp_path, capture_output=True, text=True)
     assert dry.returncode == 0, dry.stderr[-3000:]
@@ -177,7 +192,7 @@ def test_the_sim_request_form_runs_as_written(tmp_path, dataset, sims):
     assert all(h["exit_code"] == 0 for h in result.values()), result
     summary = json.loads((workdir / "algo-1" / "opt" / "ml" / "model" / "raycluster_summary.json").read_text())
     assert summary["final_step"] == 20 and summary["world_size"] == 2
-    # The README's figures of this sim come from these lines.
+    # The figures of this sim in docs/simulated-jobs.md come from these lines.
     print(
         "\n".join(
             re.findall(r".*(?:cluster formed|first training step).*", (workdir / "algo-1" / "log.txt").read_text())
@@ -195,7 +210,7 @@ def test_the_train_sections_ray_job_submit_form_runs_as_written(tmp_path, datase
     (clone / ".venv").symlink_to(REPO / ".venv")
     (clone / "data").mkdir()
     (clone / "data" / "synthetic").symlink_to(dataset.root)
-    block = readme_block("The same training as a Ray job script, on a running cluster")
+    block = guide_block("docs/training.md", "The same training as a Ray job script, on a running cluster")
     try:
         result = subprocess.run(
             ["bash", "-euo", "pipefail", "-c", block], cwd=clone, capture_output=True, text=True, timeout=900

@@ -162,7 +162,7 @@ def test_sigterm_twice_on_every_host_saves_the_step_reached_once_and_the_restart
         os.kill(pid, signal.SIGTERM)
     result = sim.finish(timeout=180)
     seconds = time.monotonic() - stopped
-    # The README's fault table is made from this line (`pytest tests/test_sim.py -s`).
+    # The fault table of docs/interruptions.md is made from this line (`pytest tests/test_sim.py -s`).
     print(f"\nFAULT | twice in a row, mid-training | {seconds:.1f} s | {result}")
     assert seconds < 90  # SageMaker's SIGKILL comes at 120 s
     names = LocalStore(synced_checkpoints(first)).names()

@@ -124,10 +124,10 @@ def test_a_secret_that_does_not_exist_ends_every_host_before_ray_starts_naming_i
     assert_clean()
 
 
-def readme_staging_lines() -> list[str]:
-    """The README's two commands that stage the Hub's files: the block's lines before `launch`."""
-    text = (REPO / "README.md").read_text()
-    block = text[text.index("\n### Environment, secrets") :].split("```bash\n", 1)[1].split("```", 1)[0]
+def guide_staging_lines() -> list[str]:
+    """The guide's two commands that stage the Hub's files: the block's lines before `launch`."""
+    text = (REPO / "docs" / "environment-and-secrets.md").read_text()
+    block = text[text.index("\n## Environment, secrets") :].split("```bash\n", 1)[1].split("```", 1)[0]
     lines = [line.split("#")[0].strip() for line in block.splitlines()]
     staging = [line for line in lines if line and "raycluster launch" not in line and not line.startswith("--")]
     assert len(staging) == 2 and "hf download" in staging[0] and "raycluster hub-cache" in staging[1], staging
@@ -140,7 +140,7 @@ def test_a_pretrained_policy_from_a_hub_cache_on_s3_fine_tunes_with_no_hub(job, 
     scratch = job(tmp_path / "scratch", 2, hps).finish()
     assert all(h["exit_code"] == 0 for h in scratch.values()), scratch
     from_scratch = logged_losses((tmp_path / "scratch" / "algo-1" / "log.txt").read_text())
-    # Saved as the repo the README stages, in the cache `hf download` would have made in a clone of the README's.
+    # Saved as the repo the guide stages, in the cache `hf download` would have made in a clone of the guide's.
     clone = tmp_path / "clone"
     clone.mkdir()
     (clone / ".venv").symlink_to(REPO / ".venv")
@@ -150,8 +150,8 @@ def test_a_pretrained_policy_from_a_hub_cache_on_s3_fine_tunes_with_no_hub(job, 
         tmp_path / "scratch" / "algo-1" / "opt" / "ml" / "model" / "pretrained_model",
     )
     boto3.client("s3").create_bucket(Bucket="my-bucket")
-    # The README's two commands as written (HF_HUB_OFFLINE=1 here: `hf download` finds the repo in the cache).
-    for line in readme_staging_lines():
+    # The guide's two commands as written (HF_HUB_OFFLINE=1 here: `hf download` finds the repo in the cache).
+    for line in guide_staging_lines():
         ran = subprocess.run(["bash", "-euo", "pipefail", "-c", line], cwd=clone, capture_output=True, text=True)
         assert ran.returncode == 0, (line, ran.stderr[-2000:])
     assert "model:lerobot/smolvla_base" in ran.stdout, ran.stdout

@@ -154,9 +154,8 @@ def summarize(
 def run_training(
     cluster: ClusterConfig, lerobot_args: list[str], stop: StopRequest | None = None, faults: Faults = NO_FAULTS
 ) -> RunSummary:
-    """``stop``: set by the caller's signal handlers; every rank then stops after one agreed step, which
-    LeRobot saves as a periodic checkpoint and the keeper publishes (raised as ``TrainingStopped``).
-    ``faults``: what a test injects (``raycluster.faults``), none otherwise."""
+    """``stop``: set by the caller's signal handlers; every rank then stops after one agreed step, which LeRobot
+    saves as a periodic checkpoint and the keeper publishes (``TrainingStopped``). ``faults``: a test's, if any."""
     stop = stop or StopRequest()
     started = command_started()
     cluster, lerobot_args = absolute_paths(cluster, lerobot_args, Path.cwd())
