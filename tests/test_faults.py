@@ -66,6 +66,7 @@ def report(fault: str, seconds: float, result: dict) -> None:
     [("while the cluster forms", "host algo-1 of"), ("while the job starts", "submitted job")],
 )
 def test_sigterm_before_training_ends_every_host_with_nothing_saved(job, tmp_path, fault, moment):
+    # Each fault its own job: a job is stopped once, at the moment the test names.
     sim = job(tmp_path, 2, TRAINING)
     wait_for_log(tmp_path / "algo-1" / "log.txt", moment)
     result, seconds = stop_and_time(sim)
@@ -84,6 +85,7 @@ def test_sigterm_before_training_ends_every_host_with_nothing_saved(job, tmp_pat
 
 def test_sigterm_while_a_checkpoint_is_published_completes_it_then_saves_the_step_reached(job, tmp_path, monkeypatch):
     monkeypatch.setenv(TESTING_PUBLISH_DELAY, "8")  # the sim passes it to every host: each publish takes 8 s
+    # Its own job: every publish of every host is held (a fault), and the job is stopped during one.
     sim = job(tmp_path, 2, {**TRAINING, "save_freq": 2})
     wait_for_log(tmp_path / "algo-1" / "log.txt", "holding the publish of 000002")
     result, seconds = stop_and_time(sim)
@@ -100,6 +102,7 @@ def test_sigterm_while_a_checkpoint_is_published_completes_it_then_saves_the_ste
 
 def test_sigterm_while_the_final_model_is_published_lands_it_whole(job, tmp_path, monkeypatch):
     monkeypatch.setenv(TESTING_PUBLISH_DELAY, "8")
+    # Its own job: every publish is held, and the job is stopped during the final model's.
     sim = job(tmp_path, 2, {**TRAINING, "steps": 3})
     wait_for_log(tmp_path / "algo-1" / "log.txt", "holding the publish of pretrained_model")
     result, seconds = stop_and_time(sim)
@@ -125,6 +128,7 @@ def test_sigterm_while_the_final_model_is_published_lands_it_whole(job, tmp_path
 
 
 def test_a_dashboard_that_stops_answering_does_not_hold_the_stop(job, tmp_path):
+    # Its own job: its dashboard is stopped, then the job.
     sim = job(tmp_path, 2, TRAINING)
     wait_for_log(tmp_path / "algo-1" / "log.txt", "step:3 ")
     dashboards = [pid for pid, args in host_processes(tmp_path, "algo-1").items() if "dashboard/dashboard.py" in args]

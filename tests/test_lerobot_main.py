@@ -116,6 +116,7 @@ def test_a_job_that_ships_lerobot_mains_wheel_trains_on_it_on_simulated_hosts(
     way by the sim), every host installs it in its own scratch, and the run is LeRobot main's."""
     hps = {**TINY_ACT_HPS, "steps": 3, "save_freq": 3, "log_freq": 1, "accelerator__mixed_precision": "bf16"}
     (tmp_path / "hps.json").write_text(json.dumps(hps))
+    # Its own job: its hosts install LeRobot main's wheel, another LeRobot than every other job's.
     sim = sims(
         tmp_path / "sim",
         "--hosts=2",

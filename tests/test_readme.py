@@ -188,6 +188,7 @@ def test_the_sim_request_form_runs_as_written(tmp_path, dataset, sims):
     assert json.loads((tmp_path / "request.json").read_text())["HyperParameters"]["steps"] == "20"
     args = shlex.split(sim_line)
     workdir = tmp_path / args[args.index("--workdir") + 1]
+    # Its own job: the guide's two commands as written.
     result = sims(workdir, *args, cwd=tmp_path).finish()  # as written: its own --workdir, relative to the clone
     assert all(h["exit_code"] == 0 for h in result.values()), result
     summary = json.loads((workdir / "algo-1" / "opt" / "ml" / "model" / "raycluster_summary.json").read_text())

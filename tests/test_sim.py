@@ -86,6 +86,7 @@ def code_channel(workdir: Path) -> Path:
 
 def test_dotted_keys_die_in_sagemakers_driver_as_on_sagemaker(job, tmp_path):
     # What every `raycluster launch` job did before keys were encoded: the driver's `source` refuses the name.
+    # Its own job (as every job here says why): it dies in SageMaker's driver before our code runs.
     result = job(tmp_path, 2, {"policy.type": "act", "steps": 1}).finish(timeout=120)
     assert all(h["exit_code"] == 1 for h in result.values()), result
     assert "not a valid identifier" in (tmp_path / "algo-1" / "log.txt").read_text()
@@ -94,6 +95,7 @@ def test_dotted_keys_die_in_sagemakers_driver_as_on_sagemaker(job, tmp_path):
 
 
 def test_failing_training_ends_every_host_with_the_drivers_code(job, tmp_path):
+    # Its own job: LeRobot refuses the flag, which ends the job.
     sim = job(tmp_path, 2, {**TINY_ACT_HPS, "steps": 4, "policy__type": "no_such_policy"})
     result = sim.finish()
     assert result["algo-1"]["exit_code"] == 2  # raycluster train's own code for a rejected flag
@@ -106,6 +108,7 @@ def test_failing_training_ends_every_host_with_the_drivers_code(job, tmp_path):
 
 
 def test_a_lost_worker_host_fails_the_job_naming_it(job, tmp_path):
+    # Its own job: a host is killed, which ends the job.
     sim = job(tmp_path, 2, {**TINY_ACT_HPS, "steps": 2000, "save_freq": 1000, "log_freq": 1})
     wait_for_log(tmp_path / "algo-1" / "log.txt", "step:1 ")
     os.kill(int((tmp_path / "algo-2" / "host.pid").read_text()), signal.SIGKILL)
@@ -148,6 +151,7 @@ def test_sigterm_twice_on_every_host_saves_the_step_reached_once_and_the_restart
     first = tmp_path / "first"
     hps = {**TINY_ACT_HPS, "steps": 2000, "save_freq": 1000, "log_freq": 1, "cluster__curves_every_s": 2}
     hps |= {"wandb__enable": True, "wandb__project": "raycluster-sim", "wandb__mode": "offline"}
+    # Its own job: the stop ends it; the restart is a second job, as SageMaker's is.
     sim = job(first, 2, hps)
     wait_for_log(first / "algo-1" / "log.txt", "step:3 ")
     assert_curves_of_the_running_job_can_be_looked_at(first, tmp_path / "synced")
@@ -246,6 +250,7 @@ def test_a_save_that_misses_the_deadline_leaves_the_previous_checkpoint_newest(j
     # Ray kills the driver 1 s after SIGTERM (entry.stop_timeout_s), and every publish is held 3 s: too soon for
     # the save of the step reached (unheld, a 130 MB save is now published within that second).
     monkeypatch.setenv(TESTING_PUBLISH_DELAY, "3")  # the sim passes it to every host
+    # Its own job: every publish of every host is held (a fault), and the job is stopped.
     hps = {**TINY_ACT_HPS, "steps": 2000, "save_freq": 3, "log_freq": 1, "entry__stop_timeout_s": 1}
     sim = job(tmp_path, 2, hps)
     wait_for_log(tmp_path / "algo-1" / "log.txt", "published checkpoint 000003")
@@ -264,6 +269,7 @@ def test_rank0_off_the_head_publishes_on_its_own_host_and_each_hosts_ranks_are_o
     # never spans two hosts.
     first = tmp_path / "first"
     hps = {**TINY_ACT_HPS, "steps": 4, "save_freq": 2, "log_freq": 2, "entry__head_trains": False}
+    # Its own job: a layout no other job has (3 hosts, 4 workers, the head training nothing).
     result = job(first, 3, {**hps, "cluster__num_workers": 4}).finish()
     assert all(h["exit_code"] == 0 for h in result.values()), result
     # What the checkpoint S3 URI holds: both checkpoints, complete. Rank 0's host wrote the files into its own
@@ -297,6 +303,7 @@ def test_sharded_checkpoints_of_eight_hosts_hold_through_a_killed_worker_and_sig
     restarts, attempt 2 saves step 2 again and goes on until SIGTERM; then a 4-host job resumes from S3."""
     eight = tmp_path / "eight"
     hps = {"entry__job": "jobs/sharded_checkpoints.py", "workers": 8, "steps": 1000, "kill_at": 2, "step_s": 0.5}
+    # Its own job: the 8-host sharded test job (a worker killed, then SIGTERM); the 4-host resume is a second.
     sim = job(eight, 8, hps, SHARDED)
     wait_for_log(eight / "algo-1" / "log.txt", "attempt 2: step 4 saved", timeout=900, sim=sim)
     sim.send_signal(signal.SIGTERM)
@@ -338,6 +345,7 @@ def test_sharded_checkpoints_of_eight_hosts_hold_through_a_killed_worker_and_sig
 
 
 def test_interactive_cluster_runs_a_users_job_script_and_ends_on_request(job, tmp_path):
+    # Its own job: no training (entry.job=none keeps the cluster up for the user's own jobs), ended by a user's job.
     sim = job(tmp_path, 2, {"entry__job": "none", "entry__keep_alive_s": 300})
     wait_for_log(tmp_path / "algo-1" / "log.txt", "interactive: the cluster stays up")
     netns = (tmp_path / "algo-1" / "netns").read_text()

@@ -42,6 +42,7 @@ def stop_a_worker_on_algo_2_after_the_first_checkpoint(workdir, rng) -> int:
 def test_a_stopped_rank_is_named_with_its_stack_and_the_group_restarts_from_the_checkpoint(job, tmp_path, rng):
     # A 20 s hang timeout proves what 60 s did (the verdict's wording and the restart do not depend on it), and
     # 20 steps leave room for the stop after checkpoint 5 and a resumed run after it.
+    # Its own job: a rank is stopped by the kernel, and the worker group restarts.
     sim = job(tmp_path, 2, {**HPS, "steps": 20, "cluster__hang_timeout_s": 20, "cluster__max_failures": 1})
     stop_a_worker_on_algo_2_after_the_first_checkpoint(tmp_path, rng)
     result = sim.finish(timeout=600)
@@ -61,6 +62,7 @@ def test_a_stopped_rank_is_named_with_its_stack_and_the_group_restarts_from_the_
 
 def test_a_hang_with_no_restart_left_fails_every_host_in_time_naming_it(job, tmp_path, rng):
     timeout = 20
+    # Its own job: a rank is stopped by the kernel, and the hang ends the job.
     sim = job(tmp_path, 2, {**HPS, "steps": 2000, "cluster__hang_timeout_s": timeout, "cluster__max_failures": 0})
     stop_a_worker_on_algo_2_after_the_first_checkpoint(tmp_path, rng)
     stopped = time.monotonic()
@@ -84,6 +86,7 @@ def test_a_hang_with_no_restart_left_fails_every_host_in_time_naming_it(job, tmp
     ids=["killed", "stopped"],
 )
 def test_a_head_whose_dashboard_died_or_hangs_ends_every_host_in_bounded_time(job, tmp_path, signum, said):
+    # Each its own job: the head's dashboard is killed or stopped, which ends the job.
     sim = job(tmp_path, 2, {**HPS, "steps": 2000})
     wait_for_log(tmp_path / "algo-1" / "log.txt", "step:3 ", sim=sim)
     [dashboard] = host_processes(tmp_path, "algo-1", "dashboard/dashboard.py")

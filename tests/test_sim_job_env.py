@@ -89,6 +89,7 @@ def test_env_and_a_secret_reach_every_rank_on_every_host_and_the_value_nowhere_e
     )
     assert value not in request.read_text()
     workdir = tmp_path / "sim"
+    # Its own job: a probe job script that reports every rank's environment, no training.
     sim = sims(workdir, f"--request={request}", PROBE, f"--aws-endpoint={s3_endpoint['AWS_ENDPOINT_URL']}")
     head_log = workdir / "algo-1" / "log.txt"
     for rank in (0, 1):
@@ -116,6 +117,7 @@ def test_env_and_a_secret_reach_every_rank_on_every_host_and_the_value_nowhere_e
 def test_a_secret_that_does_not_exist_ends_every_host_before_ray_starts_naming_it(s3_endpoint, sims, tmp_path):
     request = dry_run_request(tmp_path, "--secret=WANDB_API_KEY=sim/no-such-secret")
     workdir = tmp_path / "sim"
+    # Its own job: it ends before Ray starts.
     result = sims(workdir, f"--request={request}", PROBE, f"--aws-endpoint={s3_endpoint['AWS_ENDPOINT_URL']}").finish()
     said = "secret WANDB_API_KEY (sim/no-such-secret) does not exist: create it, or fix --secret WANDB_API_KEY=..."
     assert result == {h: {"exit_code": 2, "failure": said} for h in ("algo-1", "algo-2")}, result
@@ -137,6 +139,7 @@ def guide_staging_lines() -> list[str]:
 def test_a_pretrained_policy_from_a_hub_cache_on_s3_fine_tunes_with_no_hub(job, s3_endpoint, tmp_path, monkeypatch):
     # From scratch first: 20 steps (at a rate that learns in 20), whose final model becomes the pretrained policy.
     hps = {**TINY_ACT_HPS, "steps": 20, "save_freq": 20, "log_freq": 1, "policy__optimizer_lr": 1e-3}
+    # Two jobs: the first one's model is the second one's pretrained policy.
     scratch = job(tmp_path / "scratch", 2, hps).finish()
     assert all(h["exit_code"] == 0 for h in scratch.values()), scratch
     from_scratch = logged_losses((tmp_path / "scratch" / "algo-1" / "log.txt").read_text())
