@@ -12,6 +12,9 @@ AUTH_TOKEN_ENV = "RAYCLUSTER_AUTH_TOKEN_FILE"
 GCS_PORT = 6379
 DASHBOARD_PORT = 8265
 """Ray's dashboard and Jobs API, on the head's loopback on SageMaker (reached through SSM port forwarding)."""
+DASHBOARD_AGENT_PORT = 52365
+"""Ray's default port of each node's dashboard agent: the Jobs API hands every submitted job to the head's agent,
+and refuses a job ("No available agent") while that agent has not started."""
 CURVES_PORT = 8266
 """The running job's live curves (trackio's dashboard, read-only) on the head's loopback on SageMaker,
 reached through a second SSM port forwarding beside the dashboard's."""

@@ -16,7 +16,7 @@ from pathlib import Path
 from raycluster.auth import new_token
 from raycluster.bootstrap import NodeSpec, RayNode, gcs_reachable, stop_node_process, wait_for
 from raycluster.errors import UsageError
-from raycluster.layout import DASHBOARD_PORT, GCS_PORT
+from raycluster.layout import DASHBOARD_AGENT_PORT, DASHBOARD_PORT, GCS_PORT
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +65,10 @@ def up(state_dir: Path, num_cpus: int | None, num_gpus: int, ip: str = "127.0.0.
         },
     )
     node = RayNode(spec)
-    # Up means both answer: the GCS (drivers, workers) and the dashboard (jobs, the browser).
-    ready = lambda: not node.alive() or (gcs_reachable(ip) and gcs_reachable(ip, DASHBOARD_PORT))  # noqa: E731
+    # Up means all three answer: the GCS (drivers, workers), the dashboard (jobs, the browser) and the head's
+    # dashboard agent, which every submitted job goes through (a submission before it starts is refused).
+    ports = (GCS_PORT, DASHBOARD_PORT, DASHBOARD_AGENT_PORT)
+    ready = lambda: not node.alive() or all(gcs_reachable(ip, port) for port in ports)  # noqa: E731
     if not wait_for(ready, 90) or not node.alive():
         node.stop()
         raise UsageError(f"the Ray head did not start; see {spec.temp_dir}/ray-start.log")
