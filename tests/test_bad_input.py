@@ -1,12 +1,33 @@
-"""Bad input: one clear line naming the field, a non-zero exit, nothing started or lost."""
+"""Bad input: one clear line naming the field, a non-zero exit, nothing started or lost.
+
+A refusal that needs LeRobot's flag parser runs ``raycluster train``'s own entry (``train_job.train``, what the
+CLI's verb calls) in this process: LeRobot is imported once for all of them instead of once a case (~11 s each),
+and a refused run starts nothing (the suite's Ray guard would fail it). A refusal before LeRobot, and the one
+that needs a cluster, run the CLI as a user does, in a process of its own."""
+
+from dataclasses import dataclass
 
 import pytest
 
 from conftest import TINY_ACT, dataset_flags, run_cli
+from raycluster.training.train_job import train
 
 
 def error_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith("raycluster train: error:")]
+
+
+@dataclass
+class Refused:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def train_here(capsys, *argv: str) -> Refused:
+    code = train(list(argv))
+    out, err = capsys.readouterr()
+    return Refused(code, out, err)
 
 
 @pytest.mark.parametrize(
@@ -18,32 +39,33 @@ def error_lines(stderr: str) -> list[str]:
         (["--steps=ten"], "LeRobot rejected"),
     ],
 )
-def test_rejected_flags(dataset, tmp_path, flags, names):
-    result = run_cli("train", *dataset_flags(dataset), *TINY_ACT, f"--output_dir={tmp_path}/out", *flags)
+def test_rejected_flags(dataset, tmp_path, flags, names, capsys):
+    argv = [*dataset_flags(dataset), *TINY_ACT, f"--output_dir={tmp_path}/out", *flags]
+    result = run_cli("train", *argv) if flags[0].startswith("--cluster.") else train_here(capsys, *argv)
     assert result.returncode == 2, result.stderr[-2000:]
     lines = error_lines(result.stderr)
     assert len(lines) == 1 and names in lines[0]
     assert "Started a local Ray instance" not in result.stderr + result.stdout
 
 
-def test_missing_dataset_root(tmp_path):
-    result = run_cli("train", "--dataset.repo_id=x/y", f"--dataset.root={tmp_path}/nope", *TINY_ACT)
+def test_missing_dataset_root(tmp_path, capsys):
+    result = train_here(capsys, "--dataset.repo_id=x/y", f"--dataset.root={tmp_path}/nope", *TINY_ACT)
     assert result.returncode == 2
     assert "--dataset.root" in error_lines(result.stderr)[0] and "does not exist" in result.stderr
 
 
-def test_dataset_root_that_is_not_a_dataset(tmp_path):
+def test_dataset_root_that_is_not_a_dataset(tmp_path, capsys):
     (tmp_path / "junk").mkdir()
-    result = run_cli("train", "--dataset.repo_id=x/y", f"--dataset.root={tmp_path}/junk", *TINY_ACT)
+    result = train_here(capsys, "--dataset.repo_id=x/y", f"--dataset.root={tmp_path}/junk", *TINY_ACT)
     assert result.returncode == 2
     assert "is not a LeRobot dataset" in error_lines(result.stderr)[0]
 
 
-def test_existing_output_dir_is_refused_and_kept(dataset, tmp_path):
+def test_existing_output_dir_is_refused_and_kept(dataset, tmp_path, capsys):
     out = tmp_path / "out"
     out.mkdir()
     (out / "precious.txt").write_text("keep me")
-    result = run_cli("train", *dataset_flags(dataset), *TINY_ACT, f"--output_dir={out}")
+    result = train_here(capsys, *dataset_flags(dataset), *TINY_ACT, f"--output_dir={out}")
     assert result.returncode == 2 and "already exists" in error_lines(result.stderr)[0]
     assert (out / "precious.txt").read_text() == "keep me"
 
