@@ -351,8 +351,10 @@ def test_killed_workers_resume_then_ctrl_c_saves_the_step_reached_to_s3_and_a_re
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     summary = read_summary(out)
     assert summary["resumed_from"] == step and summary["final_step"] == step + 2 and summary["stopped_by"] is None
-    assert summary["checkpoints"][-2:] == [step, step + 2] and summary["world_size"] == 1  # both in S3
-    assert store.names()[-2:] == [f"{step:06d}", f"{step + 2:06d}"]
+    # What the rerun saved after the step reached: its periodic saves (--save_freq=5) and its last step, in S3.
+    after = sorted({s for s in (step + 1, step + 2) if s % 5 == 0} | {step + 2})
+    assert [c for c in summary["checkpoints"] if c >= step] == [step, *after] and summary["world_size"] == 1
+    assert [name for name in store.names() if int(name) >= step] == [f"{c:06d}" for c in (step, *after)]
     # LeRobot's own word that the data order is sample-exact only at the same world size: once, from rank 0.
     said = (rerun.stdout + rerun.stderr).count("but the checkpoint was written with num_processes=2")
     assert said == 1, rerun.stderr[-3000:]
