@@ -386,7 +386,7 @@ def test_the_launched_request_runs_through_sagemakers_driver_on_simulated_hosts(
         "--dataset.eval_split=0.25",
         "--cluster.async_eval=true",
         '--cluster.eval_resources={"group:eval": 1}',
-        "--cluster.checkpoint_dir=/opt/ml/checkpoints",  # what is evaluated: launch asks for the root by name
+        "--cluster.checkpoint_dir=/opt/ml/checkpoints/lerobot",  # the entry point's own default, named: async_eval asks for it
         "--job_name=act on two hosts",
         "--dataset.episodes=[0, 1, 2, 3]",
         "--entry.join_timeout_s=120",
