@@ -13,10 +13,12 @@ from dataclasses import dataclass
 
 log = logging.getLogger(__name__)
 
-PUBLISH_DELAY = "RAYCLUSTER_TESTING_PUBLISH_DELAY_S"
+PREFIX = "RAYCLUSTER_TESTING_"
+"""Every fault's variable starts so; a simulated job passes them all to its hosts (``forwarded``)."""
+PUBLISH_DELAY = f"{PREFIX}PUBLISH_DELAY_S"
 """Every publish waits this long after staging, so a test can stop a job while a checkpoint or the final model
 is being published."""
-EVAL_RAISE = "RAYCLUSTER_TESTING_EVAL_RAISE"
+EVAL_RAISE = f"{PREFIX}EVAL_RAISE"
 """Checkpoint steps (``2,6``) whose evaluation raises."""
 
 
@@ -47,3 +49,8 @@ class Faults:
 
 
 NO_FAULTS = Faults()
+
+
+def forwarded(environ: Mapping[str, str]) -> dict[str, str]:
+    """The fault variables of ``environ``, as a simulated job hands them to every host's container."""
+    return {name: value for name, value in environ.items() if name.startswith(PREFIX)}

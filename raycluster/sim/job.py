@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from raycluster.errors import UsageError
+from raycluster.faults import forwarded
 from raycluster.launch.trainer import Staged
 from raycluster.layout import SCRATCH
 from raycluster.sagemaker.stop_budget import SIGKILL_AFTER_S
@@ -28,7 +29,6 @@ log = logging.getLogger(__name__)
 OPT_ML = Path("/opt/ml")
 KILL_AFTER_S = int(SIGKILL_AFTER_S)
 PASSED_ENV = ("PATH", "LANG", "HF_HUB_OFFLINE", "WANDB_MODE")
-TESTING_ENV = "RAYCLUSTER_TESTING_"  # fault injection for tests reaches every host too
 ROLE_CREDENTIALS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
 
 
@@ -51,7 +51,8 @@ def container_env(spec: SimSpec, host: str, aws_url: str | None) -> dict[str, st
     """What the platform and the image give the container; every SM_* variable comes from SageMaker's
     own driver inside it."""
     request = spec.staged.request
-    env = {name: value for name, value in os.environ.items() if name in PASSED_ENV or name.startswith(TESTING_ENV)}
+    # Fault injection for tests reaches every host too, through the one seam.
+    env = {name: value for name, value in os.environ.items() if name in PASSED_ENV} | forwarded(os.environ)
     if aws_url:
         env.update({name: value for name, value in os.environ.items() if name in ROLE_CREDENTIALS})
         env["AWS_ENDPOINT_URL"] = aws_url
