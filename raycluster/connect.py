@@ -7,7 +7,9 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import ray
 
@@ -52,7 +54,18 @@ def ray_cluster(address: str) -> Iterator[None]:
         if scratch is not None and failed:
             log.info("this failed run's Ray session (logs under ray/session_*/logs) is kept in %s", scratch)
         elif scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
+            remove_scratch(Path(scratch))
+
+
+def remove_scratch(scratch: Path, tries: int = 20) -> None:
+    """The local cluster's scratch, gone: a Ray process that outlives ``ray.shutdown()`` by a moment may still
+    write a file into its session (its metrics' service discovery), so the removal is tried again, bounded."""
+    for _ in range(tries):
+        shutil.rmtree(scratch, ignore_errors=True)
+        if not scratch.exists():
+            return
+        time.sleep(0.25)
+    log.warning("could not remove the local Ray cluster's scratch %s", scratch)
 
 
 def check_capacity(num_workers: int, use_gpu: bool, cpus_per_worker: float) -> None:
