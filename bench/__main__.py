@@ -16,7 +16,8 @@
    asynchronous ``--cluster.async_eval`` at the same cadence and size: loop samples/s of each against none,
    and the seconds rank 0's loop is blocked per validation (its time between steps beyond the steps' own).
 6. sharded-checkpoints: seconds from a sharded save to its complete checkpoint on 2, 4 and 8 simulated hosts
-   (``bench/sharded_checkpoints.py``; needs root, as the simulated hosts do).
+   (``bench/sharded_checkpoints.py``; needs root, as the simulated hosts do), and the commit protocol at 64 hosts
+   in the deterministic simulation: saves committed when some or all hosts stage slower than the save interval.
 """
 
 import argparse

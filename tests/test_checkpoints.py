@@ -38,6 +38,11 @@ def local_ray(tmp_path_factory):
     ray.shutdown()
 
 
+def steps(keeper) -> list[int]:
+    """The keeper's complete checkpoints, as steps."""
+    return [int(name) for name in ray.get(keeper.complete_names.remote())]
+
+
 def fake_checkpoint(path, payload=b"x" * 3_000_000):
     (path / "pretrained_model").mkdir(parents=True)
     (path / "training_state").mkdir()
@@ -103,10 +108,10 @@ def test_retention_spares_a_checkpoint_that_is_being_fetched(local_ray, tmp_path
     send_directory(keeper, fake_checkpoint(tmp_path / "src" / "000001", b"1" * 1000), "000001")
     ray.get(keeper.manifest.remote("000001"))  # a fetch has begun
     send_directory(keeper, fake_checkpoint(tmp_path / "src" / "000002", b"2" * 1000), "000002")
-    assert ray.get(keeper.complete_steps.remote()) == [1, 2]
+    assert steps(keeper) == [1, 2]
     ray.get(keeper.release.remote("000001"))  # ... and ended
     send_directory(keeper, fake_checkpoint(tmp_path / "src" / "000003", b"3" * 1000), "000003")
-    assert ray.get(keeper.complete_steps.remote()) == [3]
+    assert steps(keeper) == [3]
 
 
 @pytest.mark.parametrize(
@@ -131,7 +136,7 @@ def test_retention_keeps_exactly_k(local_ray, tmp_path):
     keeper = CheckpointKeeper.remote(str(tmp_path / "root"), 2)
     for step in range(1, 6):
         send_directory(keeper, fake_checkpoint(tmp_path / "src" / f"{step:06d}", b"y" * 1000), f"{step:06d}")
-    assert ray.get(keeper.complete_steps.remote()) == [4, 5]
+    assert steps(keeper) == [4, 5]
 
 
 @pytest.mark.cluster  # a local Ray of this module's
@@ -141,7 +146,7 @@ def test_checkpoints_are_ordered_by_step_not_text(local_ray, tmp_path):
     for step in ("499000", "500000", "0505000"):
         send_directory(keeper, fake_checkpoint(tmp_path / "src" / step, b"z" * 100), step)
     assert ray.get(keeper.newest_complete.remote()) == "0505000"
-    assert ray.get(keeper.complete_steps.remote()) == [500000, 505000]  # retention dropped the oldest step
+    assert steps(keeper) == [500000, 505000]  # retention dropped the oldest step
 
 
 @pytest.mark.cluster  # a local Ray of this module's
@@ -204,7 +209,7 @@ def test_a_fetch_whose_worker_died_holds_its_checkpoint_no_longer_than_its_lease
     ray.get(keeper.manifest.remote("000001"))  # a fetch began, and its worker was killed: no release ever comes
     time.sleep(1)
     send_directory(keeper, fake_checkpoint(tmp_path / "src" / "000002", b"f" * 100), "000002")
-    assert ray.get(keeper.complete_steps.remote()) == [2]  # retention went on once the lease ran out
+    assert steps(keeper) == [2]  # retention went on once the lease ran out
 
 
 @pytest.mark.cluster  # a local Ray of this module's

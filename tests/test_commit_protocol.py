@@ -91,10 +91,15 @@ def test_the_same_file_with_the_same_bytes_on_two_hosts_is_one_file():
     assert complete.manifest == same
 
 
-def test_a_part_twice_or_a_count_that_disagrees_is_refused():
+def test_a_part_twice_or_a_count_that_disagrees_is_refused_and_a_repeated_word_is_ignored():
     parts = PartSet()
     parts.arrived("000100", 1, 3, part(0), now=0.0)
-    assert "twice" in given_up(parts.arrived("000100", 1, 3, part(0), now=1.0))[0].reason
+    assert parts.arrived("000100", 1, 3, part(0), now=0.5) == []  # the same word twice: a repeated message
+    other = part(0, {"shard/__0_0.distcp": entry(99)})
+    assert "twice" in given_up(parts.arrived("000100", 1, 3, other, now=1.0))[0].reason
+    parts.arrived("000150", 1, 2, part(0), now=1.0)
+    assert completes(parts.arrived("000150", 1, 2, part(1), now=1.0))
+    assert parts.arrived("000150", 1, 2, part(1), now=2.0) == [] and parts.pending_names() == set()  # not reopened
     parts.arrived("000200", 1, 3, part(0), now=1.0)
     assert "has 3 parts" in given_up(parts.arrived("000200", 1, 4, part(1), now=2.0))[0].reason
 

@@ -1,5 +1,6 @@
-"""The keeper's side of the commit protocol: parts arrive from every host's part store, a complete set of one
-attempt is placed by every host at once, and the commit record is written after the last part is in place.
+"""The keeper's side of the commit protocol: the lead host tells of its saves and every host asks which one to
+stage (``Pacer``: the same steps on every host), parts arrive from every host's part store, a complete set of
+one attempt is placed by every host at once, and the commit record is written after the last part is in place.
 
 Each method returns at once; the hosts call back (``part_arrived``, ``part_placed``), so no thread of the keeper
 waits for another host, whatever their number. Every decision is taken under the keeper's lock together with
@@ -13,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from raycluster.checkpoints.pacing import Pick
 from raycluster.checkpoints.parts import Complete, GivenUp, Part
 
 log = logging.getLogger(__name__)
@@ -40,6 +42,12 @@ class Placing:
     errors: dict[int, str] = field(default_factory=dict)
 
 
+def paced(pick: Pick | None) -> None:
+    if pick is not None and pick.passed_over:
+        log.info("checkpoint pace: every host stages %s next, %d newer save(s) passed over (a host was still staging)",
+                 pick.name, pick.passed_over)  # fmt: skip
+
+
 def run(calls: list[Callable[[], object]]) -> None:
     for call in calls:
         call()
@@ -50,12 +58,32 @@ class PartCommits:
         """A worker group starts ``attempt``: any part of an older one is never combined, and is removed."""
         with self._lock:
             calls = self._decide(self._parts.begin_attempt(attempt))
+            self._pacer.begin_attempt(attempt)
         run(calls)
         self._expire_placements()
 
+    def saved(self, attempt: int, name: str) -> Pick | None:
+        """The lead host (rank 0's) saved ``name``: the newest pick, which every host stages."""
+        with self._lock:
+            calls = self._decide(self._parts.expired(time.monotonic()))
+            paced(self._pacer.saved(attempt, name, time.monotonic()))
+        run(calls)
+        return self.pick()
+
+    def pick(self) -> Pick | None:
+        """What every host stages: asked by each host while it holds a save it has not staged."""
+        with self._lock:
+            calls = self._decide(self._parts.expired(time.monotonic()))
+            paced(self._pacer.overdue(time.monotonic()))
+            pick = self._pacer.current()
+        run(calls)
+        return pick
+
     def part_arrived(self, name: str, attempt: int, part: int, parts: int, manifest: dict, holder) -> None:
         with self._lock:
-            calls = self._decide(self._parts.arrived(name, attempt, parts, Part(part, manifest, holder), time.time()))
+            calls = self._decide(
+                self._parts.arrived(name, attempt, parts, Part(part, manifest, holder), time.monotonic())
+            )
         run(calls)
 
     def part_failed(self, name: str, attempt: int, part: int, cause: str) -> None:
@@ -67,17 +95,20 @@ class PartCommits:
         """Under the lock: the state each decision changes, and the calls to make once the lock is released."""
         calls: list[Callable[[], object]] = []
         for d in decisions:
+            paced(self._pacer.decided(d.attempt, d.name, time.monotonic()))  # its parts all in, or given up
             refused = self._refused(d.name) if isinstance(d, Complete) else None
             if refused is not None:
                 d = GivenUp(d.name, d.attempt, list(d.parts.values()), refused)
             if isinstance(d, GivenUp):
                 calls += [lambda d=d, p=p: p.holder.discard.remote(d.name, d.attempt, p.part) for p in d.parts]
+                if d.late:  # said when its set was given up: one line per checkpoint, not one per late part
+                    continue
                 if d.name not in self._complete:
                     self._failures[d.name] = d.reason
                 log.warning("checkpoint %s (attempt %d) not published: %s", d.name, d.attempt, d.reason)
                 continue
             self._publishing.add(d.name)
-            self._placing[d.name] = Placing(d, set(d.parts), time.time())
+            self._placing[d.name] = Placing(d, set(d.parts), time.monotonic())
             # One part: its host publishes it whole, record included, in one rename (never a partial directory).
             whole = commit_record(d) if len(d.parts) == 1 else None
             for p in d.parts.values():
@@ -116,7 +147,8 @@ class PartCommits:
 
     def _committed(self, placing: Placing, record: dict) -> None:
         complete = placing.complete
-        name, seconds, placed = complete.name, time.time() - complete.first_arrival, time.time() - complete.last_arrival
+        now = time.monotonic()
+        name, seconds, placed = complete.name, now - complete.first_arrival, now - complete.last_arrival
         with self._lock:
             del self._placing[name]
             self._publishing.discard(name)
@@ -151,7 +183,7 @@ class PartCommits:
         log.error("checkpoint %s (attempt %d) not published: %s", name, placing.complete.attempt, reason)
 
     def _expire_placements(self) -> None:
-        now = time.time()
+        now = time.monotonic()
         with self._lock:
             late = [p for p in self._placing.values() if now - p.started > PLACE_DEADLINE_S]
         for placing in late:
@@ -179,7 +211,7 @@ class PartCommits:
         placements are given up here too, once past their deadlines, since nothing else may come to do it)."""
         self._expire_placements()
         with self._lock:
-            calls = self._decide(self._parts.expired(time.time()))
+            calls = self._decide(self._parts.expired(time.monotonic()))
         run(calls)
         with self._lock:
             if name in self._complete:

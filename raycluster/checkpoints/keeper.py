@@ -1,9 +1,10 @@
 """The checkpoint keeper: a Ray actor on the driver's node (the head on SageMaker), the one coordinator of
 a checkpoint root: it writes every checkpoint's commit record, and decides retention and what a resume takes.
 
-A checkpoint's bytes never pass through it. Each host's part store stages its own part and tells the keeper;
-once every part of one attempt has arrived (``PartSet``), the keeper asks every host to place its part into the
-root, and writes the commit record (the manifest of every part) after the last one is in place (``commits.py``).
+A checkpoint's bytes never pass through it. Every host stages the saves the keeper picks (``pacing.py``) into
+its own part store, which tells the keeper; once every part of one attempt has arrived (``PartSet``), the keeper
+asks every host to place its part into the root, and writes the commit record (the manifest of every part)
+after the last one is in place (``commits.py``).
 The final model (one directory, from rank 0) is still sent here whole: it lands in the driver's model dir.
 """
 
@@ -25,6 +26,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from raycluster.checkpoints.commits import PartCommits, Placing
 from raycluster.checkpoints.holds import Holds
 from raycluster.checkpoints.manifest import MANIFEST, within
+from raycluster.checkpoints.pacing import Pacer
 from raycluster.checkpoints.part_store import link_or_copy, part_stores_on_every_node
 from raycluster.checkpoints.parts import PART_DEADLINE_S, PartSet
 from raycluster.checkpoints.serving import FetchServing
@@ -60,7 +62,7 @@ class CheckpointKeeper(PartCommits, FetchServing):
         # Checked once (published here, or verified against its manifest): never hashed again in this run,
         # neither at each save's retention nor in the stop window.
         self._complete: set[str] = set()
-        self._parts = PartSet(part_deadline_s)
+        self._parts, self._pacer = PartSet(part_deadline_s), Pacer(part_deadline_s)
         self._placing: dict[str, Placing] = {}
         self._deleting: set[str] = set()
         # Committed here from parts: who holds each file (another host's root, on SageMaker).
@@ -222,9 +224,6 @@ class CheckpointKeeper(PartCommits, FetchServing):
         if complete and self.store.checks_content:
             self._complete.add(name)
         return complete
-
-    def complete_steps(self) -> list[int]:
-        return [int(n) for n in self.complete_names()]
 
 
 def keeper_on_this_node(

@@ -11,9 +11,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+REMEMBERED = 16
+"""How many complete sets a part set remembers, so that a part repeated after its set completed is known as a
+repeat (and never removed while it is being placed) without remembering every checkpoint of a long run."""
 PART_DEADLINE_S = 300.0
-"""How long a checkpoint's first part waits for the others (every host saves at the same step, so they come
-within the time one host takes to copy its part; a set older than this is given up, never waited on)."""
+"""How long a checkpoint's first part waits for the others (every host stages the same picked step, so they come
+within the slowest host's staging time, twice that when it was still staging a pick given up; a set older than
+this is given up, never waited on)."""
+
+
+def remember(table: dict, key, value) -> None:
+    """``table[key] = value``, the oldest entry forgotten beyond ``REMEMBERED``."""
+    table[key] = value
+    while len(table) > REMEMBERED:
+        del table[next(iter(table))]
 
 
 @dataclass(frozen=True)
@@ -44,6 +55,8 @@ class GivenUp:
     attempt: int
     parts: list[Part]
     reason: str
+    late: bool = False
+    """A part of a set given up before (or of a stale attempt): its files go, and nothing more is said of it."""
 
 
 @dataclass
@@ -51,6 +64,14 @@ class _Pending:
     parts_expected: int
     first_arrival: float
     parts: dict[int, Part] = field(default_factory=dict)
+    files: dict[str, tuple[int, dict]] = field(default_factory=dict)
+    """Every file of the parts arrived so far: the first part that holds it, and its entry (each arrival is
+    checked against this, so an arrival costs its own files, not every other part's)."""
+
+    def add(self, part: Part) -> None:
+        self.parts[part.part] = part
+        for relpath, entry in part.manifest.items():
+            self.files.setdefault(relpath, (part.part, entry))
 
 
 class PartSet:
@@ -58,36 +79,47 @@ class PartSet:
         self.deadline_s = deadline_s
         self._pending: dict[tuple[str, int], _Pending] = {}
         self._failed: dict[tuple[str, int], str] = {}
+        self._complete: dict[tuple[str, int], dict[int, Part]] = {}
         self.newest_attempt = 0
 
     def arrived(self, name: str, attempt: int, parts: int, part: Part, now: float) -> list[Complete | GivenUp]:
         """``part`` of ``parts`` of checkpoint ``name``, saved by ``attempt``."""
         if attempt < self.newest_attempt:
-            return [GivenUp(name, attempt, [part], f"part {part.part} of attempt {attempt}: stale")]
+            return [GivenUp(name, attempt, [part], f"part {part.part} of attempt {attempt}: stale", late=True)]
         decisions: list[Complete | GivenUp] = [*self.begin_attempt(attempt), *self.expired(now)]
         if (name, attempt) in self._failed:
-            return [*decisions, GivenUp(name, attempt, [part], self._failed[(name, attempt)])]
+            return [*decisions, GivenUp(name, attempt, [part], self._failed[(name, attempt)], late=True)]
+        if self._repeat(self._complete.get((name, attempt), {}), part):
+            return decisions
         pending = self._pending.setdefault((name, attempt), _Pending(parts, now))
+        if self._repeat(pending.parts, part):
+            return decisions
         reason = self._refusal(pending, parts, part)
         if reason is not None:  # the whole set fails: what it already holds and the refused part
             given_up = self._give_up((name, attempt), reason)
             return [*decisions, GivenUp(name, attempt, [*given_up.parts, part], reason)]
-        pending.parts[part.part] = part
+        pending.add(part)
         if len(pending.parts) == parts:
             del self._pending[(name, attempt)]
+            remember(self._complete, (name, attempt), dict(pending.parts))
             union = {relpath: entry for p in pending.parts.values() for relpath, entry in p.manifest.items()}
             decisions.append(Complete(name, attempt, dict(pending.parts), union, pending.first_arrival, now))
         return decisions
+
+    @staticmethod
+    def _repeat(parts: dict[int, Part], part: Part) -> bool:
+        """The same word again (a message delivered twice): nothing new, and nothing to refuse."""
+        return parts.get(part.part) == part
 
     def _refusal(self, pending: _Pending, parts: int, part: Part) -> str | None:
         if parts != pending.parts_expected or not 0 <= part.part < parts:
             return f"part {part.part} of {parts}, but the checkpoint has {pending.parts_expected} parts"
         if part.part in pending.parts:
             return f"part {part.part} arrived twice from one attempt"
-        for other in pending.parts.values():
-            for relpath in part.manifest.keys() & other.manifest.keys():
-                if part.manifest[relpath] != other.manifest[relpath]:
-                    return f"parts {other.part} and {part.part} hold different {relpath}"
+        for relpath, entry in part.manifest.items():
+            other, held = pending.files.get(relpath, (None, entry))
+            if held != entry:
+                return f"parts {other} and {part.part} hold different {relpath}"
         return None
 
     def begin_attempt(self, attempt: int) -> list[GivenUp]:
@@ -102,7 +134,9 @@ class PartSet:
         key, reason = (name, attempt), f"part {part} failed: {cause}"
         if attempt < self.newest_attempt:  # a stale attempt's part: nothing of it is wanted anyway
             return [GivenUp(name, attempt, [], f"{reason} (attempt {attempt}, abandoned)")]
-        self._failed[key] = reason
+        if key in self._failed or key in self._complete:  # decided already (a failure told twice, say)
+            return []
+        remember(self._failed, key, reason)
         return [self._give_up(key, reason)] if key in self._pending else [GivenUp(name, attempt, [], reason)]
 
     def expired(self, now: float) -> list[GivenUp]:
@@ -127,6 +161,6 @@ class PartSet:
 
     def _give_up(self, key: tuple[str, int], reason: str) -> GivenUp:
         """Its parts go, and so will any that come late (a set given up is never reopened)."""
-        self._failed[key] = reason
+        remember(self._failed, key, reason)
         pending = self._pending.pop(key)
         return GivenUp(key[0], key[1], list(pending.parts.values()), reason)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import ray
 
+from raycluster.checkpoints.pacing import Drop, ShipQueue, Stage
 from raycluster.checkpoints.transfer import prune_older
 from raycluster.training.lerobot_api import LoopHooks
 
@@ -20,6 +21,10 @@ log = logging.getLogger(__name__)
 
 STAGE_TIMEOUT_S = 600.0
 """How long this host's part store may take to stage (copy and hash) one part before the part counts as failed."""
+ASK_EVERY_S = 1.0
+"""How often a host holding a save it has not staged asks the keeper for the pick."""
+ASK_TIMEOUT_S = 30.0
+"""How long one ask may wait for the keeper's answer."""
 OUTCOME_DEADLINE_S = 630.0
 """How long rank 0's end waits for the keeper to decide its newest checkpoint (the parts' deadline, then the
 placements'; a margin over both)."""
@@ -35,14 +40,19 @@ def host_part(hosts: list[str], rank: int) -> tuple[int, int] | None:
 
 
 class Shipper:
-    """Stages this host's part of each checkpoint in a background thread with a queue of one: a checkpoint still
-    waiting when a newer one is saved is skipped (logged), the one in flight always completes. Staging is this
-    host's own work; the keeper commits once every host's part is in, and nobody here waits for that."""
+    """Stages this host's part of the saves the keeper picks (the same steps on every host: ``pacing.py``), in a
+    background thread, one at a time. The lead host (part 0, rank 0's) tells the keeper of each save as it is
+    made; every host asks for the pick while it holds a save not yet staged. Training never waits for any of it, and nobody
+    here waits for another host: the keeper commits once every host's part is in."""
 
-    def __init__(self, part_store, attempt: int, part: int = 0, parts: int = 1):
-        self.part_store, self.attempt, self.part, self.parts = part_store, attempt, part, parts
-        self._pending: Path | None = None
-        self._busy = False
+    def __init__(self, part_store, keeper, attempt: int, part: int = 0, parts: int = 1):
+        self.part_store, self.keeper, self.attempt, self.part, self.parts = part_store, keeper, attempt, part, parts
+        self._queue = ShipQueue(attempt)
+        self._dirs: dict[str, Path] = {}
+        self._next: str | None = None
+        self._unanswered = False
+        self._told = None
+        """The keeper's answer (to come) to the lead's newest save."""
         self._cond = threading.Condition()
         self.skipped: list[str] = []
         self.failed: dict[str, str] = {}
@@ -50,41 +60,78 @@ class Shipper:
         threading.Thread(target=self._run, name="checkpoint-shipper", daemon=True).start()
 
     def submit(self, checkpoint_dir: Path) -> None:
+        """A save of this host's ranks (called from the training loop: it only queues)."""
+        name = Path(checkpoint_dir).name
+        # The lead tells the keeper at once, not waited for here: the pick never lags its saves.
+        told = self.keeper.saved.remote(self.attempt, name) if self.part == 0 else None
         with self._cond:
-            if self._pending is not None:
-                self.skipped.append(self._pending.name)
-                log.warning(
-                    "checkpoint %s superseded by %s before its upload started: skipped",
-                    self._pending.name,
-                    checkpoint_dir.name,
-                )
-            self._pending = Path(checkpoint_dir)
+            self._told = told or self._told
+            self._dirs[name] = Path(checkpoint_dir)
+            self._apply(self._queue.saved(name))
+            self._cond.notify_all()
+
+    def _apply(self, actions: list[Stage | Drop]) -> None:
+        for action in actions:
+            if isinstance(action, Stage):
+                self._next = action.name
+            else:
+                self._dirs.pop(action.name, None)
+                self.skipped.append(action.name)
+                log.debug("checkpoint %s passed over: the keeper picked a newer save", action.name)
+
+    def _ask(self) -> None:
+        """The keeper's newest pick; unanswered, it is asked again later (said once, not at each ask)."""
+        with self._cond:  # the keeper's answer to the lead's newest word, else a question of its own
+            asked, self._told = self._told or self.keeper.pick.remote(), None
+        try:
+            pick = ray.get(asked, timeout=ASK_TIMEOUT_S)
+        except Exception as exc:
+            if not self._unanswered:
+                log.warning("the checkpoint keeper did not say which save to stage: %s", str(exc).splitlines()[0])
+            self._unanswered = True
+            return
+        with self._cond:
+            self._unanswered = False
+            if pick is not None:
+                self._apply(self._queue.picked(pick))
             self._cond.notify_all()
 
     def _run(self) -> None:
         while True:
             with self._cond:
-                while self._pending is None:
-                    self._cond.wait()
-                source, self._pending, self._busy = self._pending, None, True
-            try:
-                name = source.name
-                staging = self.part_store.stage.remote(name, self.attempt, self.part, self.parts, str(source))
-                ray.get(staging, timeout=STAGE_TIMEOUT_S)
-                prune_older(source)
-            except Exception as exc:  # a failed part must not stop training; the next save retries
-                cause = getattr(exc, "cause", None) or exc  # Ray wraps the part store's own error
-                self.failed[name] = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
-                log.error(
-                    "part %d of checkpoint %s not staged (training goes on): %s", self.part, name, self.failed[name]
-                )
+                self._cond.wait_for(lambda: self._next is not None or self._queue.held)
+                name = self._next
+            if name is None:
+                self._ask()
+                with self._cond:
+                    if self._next is None:  # no pick for what it holds yet: ask again in a moment
+                        self._cond.wait(ASK_EVERY_S)
+                continue
+            self._stage(name)
             with self._cond:
-                self._busy = False
+                self._next = None
+                self._apply(self._queue.staged(name))
                 self._cond.notify_all()
 
+    def _stage(self, name: str) -> None:
+        source = self._dirs.pop(name)
+        try:
+            staging = self.part_store.stage.remote(name, self.attempt, self.part, self.parts, str(source))
+            ray.get(staging, timeout=STAGE_TIMEOUT_S)
+            prune_older(source)
+        except Exception as exc:  # a failed part must not stop training; the next pick retries
+            cause = getattr(exc, "cause", None) or exc  # Ray wraps the part store's own error
+            self.failed[name] = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
+            log.error("part %d of checkpoint %s not staged (training goes on): %s", self.part, name, self.failed[name])
+            # The keeper hears it even from a part store that died mid-stage: the pick is decided, not left open.
+            self.keeper.part_failed.remote(name, self.attempt, self.part, self.failed[name])
+
     def drain(self, timeout: float | None = STAGE_TIMEOUT_S) -> bool:
+        """Wait (bounded) until every save this host holds is staged or passed over."""
         with self._cond:
-            return self._cond.wait_for(lambda: self._pending is None and not self._busy, timeout)
+            return self._cond.wait_for(
+                lambda: self._next is None and not self._queue.held and not self._queue.busy, timeout
+            )
 
 
 class Shipping(LoopHooks):
@@ -103,13 +150,16 @@ class Shipping(LoopHooks):
             self.shipper.submit(step_dir)
 
 
-def checkpoint_shipping(part_stores: dict, rank: int, hosts: list[str], attempt: int, every_rank_saves: bool):
-    """This rank's ``(shipper, hook)``, or None where it ships nothing: with ``every_rank_saves`` (LeRobot
-    main) the lowest rank of each host ships its host's part, else rank 0 ships the whole checkpoint."""
+def checkpoint_shipping(
+    part_stores: dict, keeper, rank: int, hosts: list[str], attempt: int, every_rank_saves: bool
+):  # fmt: skip
+    """This rank's ``(shipper, hook)``, or None where it ships nothing (or no keeper takes checkpoints): with
+    ``every_rank_saves`` (LeRobot main) the lowest rank of each host ships its host's part, else rank 0 ships the
+    whole checkpoint."""
     part = host_part(hosts, rank) if every_rank_saves else ((0, 1) if rank == 0 else None)
-    if part is None:
+    if part is None or keeper is None:
         return None
-    shipper = Shipper(part_stores[ray.get_runtime_context().get_node_id()], attempt, *part)
+    shipper = Shipper(part_stores[ray.get_runtime_context().get_node_id()], keeper, attempt, *part)
     return shipper, Shipping(shipper, after_write=rank != 0)
 
 

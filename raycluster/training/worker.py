@@ -220,9 +220,8 @@ def train_loop_per_worker(config: dict) -> WorkerResult | None:
         cfg = parse_train_config(args, validate=False)
     placement = Placement(rank, world_size, worker.use_gpu, worker.mixed_precision)
     device = ray.train.torch.get_device()
-    shipping = None
-    if worker.checkpoint_keeper is not None:
-        shipping = checkpoint_shipping(worker.part_stores, rank, hosts, start.attempt, line.saves_on_every_rank)
+    keeper, every_rank_saves = worker.checkpoint_keeper, line.saves_on_every_rank
+    shipping = checkpoint_shipping(worker.part_stores, keeper, rank, hosts, start.attempt, every_rank_saves)
     recorder, shipper, hooks = loop_hooks(worker, cfg, rank, world_size, device, start, shipping)
     backend = dist.get_backend()  # LeRobot's train ends by destroying the process group
     started = time.perf_counter()

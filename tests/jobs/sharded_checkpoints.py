@@ -44,6 +44,15 @@ from raycluster.training.worker import agree_on_start, rank_hosts  # noqa: E402
 SHARDS = Path("pretrained_model") / "pytorch_model_fsdp_0"  # where LeRobot main puts a sharded model
 
 
+def picked(keeper, name: str, timeout_s: float = 120.0) -> None:
+    """Until the keeper has picked ``name`` for every host to stage (bounded), then a moment for them to stage it:
+    the doomed rank dies with the other hosts' parts of its step staged, which its restart must give up."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and getattr(ray.get(keeper.pick.remote()), "name", None) != name:
+        time.sleep(0.1)
+    time.sleep(2)
+
+
 def sharded_model(step: int) -> torch.nn.Module:
     """The model as it is after ``step`` steps (0: freshly initialised)."""
     torch.manual_seed(1)
@@ -101,7 +110,9 @@ def loop(config: dict) -> dict | None:
               f"step {step}: {set(loaded) == {expected}}", flush=True)  # fmt: skip
     if config["resume_only"]:
         return None
-    shipping = checkpoint_shipping(config["part_stores"], rank, hosts, attempt, every_rank_saves=True)
+    shipping = checkpoint_shipping(
+        config["part_stores"], config["checkpoint_keeper"], rank, hosts, attempt, every_rank_saves=True
+    )
     hooks = [shipping[1]] if shipping else []
     doomed = attempt == 1 and hosts.index(hosts[-1]) == rank  # the lowest rank on the last host
     # LeRobot's own `update_last_checkpoint`; its save replaced by this job's, both wrapped as in training.
@@ -117,6 +128,7 @@ def loop(config: dict) -> dict | None:
         step_dir = checkpoints_dir(Path(config["output_dir"])) / f"{step:06d}"
         if doomed and step == config["kill_at"]:
             saves["save_checkpoint"](step_dir)  # this rank's shards are written, and never shipped
+            picked(config["checkpoint_keeper"], step_dir.name)  # ... while every other host ships its part
             print(f"rank {rank}: killing myself before my host's part of step {step} is shipped", flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
         wrapped["save_checkpoint"](step_dir)
