@@ -1,7 +1,6 @@
 """The checkpoint keeper: complete-only publishing, verification, quarantine, retention, S3."""
 
 import json
-import logging
 import os
 import re
 import signal
@@ -18,6 +17,7 @@ from conftest import COMMON as SHARED
 from conftest import REPO, TINY_ACT, dataset_flags, pick, recorded_rows, run_cli
 from raycluster.checkpoints.keeper import CheckpointKeeper
 from raycluster.checkpoints.manifest import MANIFEST
+from raycluster.checkpoints.part_store import PartStore
 from raycluster.checkpoints.s3_store import S3Store
 from raycluster.checkpoints.store import LocalStore
 from raycluster.checkpoints.transfer import fetch_directory, send_directory
@@ -164,9 +164,9 @@ def test_a_manifest_naming_files_outside_its_checkpoint_is_quarantined(local_ray
 
 
 @pytest.mark.cluster  # a local Ray of this module's
-def test_s3_root_publishes_manifest_last_and_resumes(local_ray, s3_endpoint, tmp_path, caplog):
+def test_s3_root_publishes_manifest_last_and_resumes(local_ray, s3_server, tmp_path):
     # The module's Ray cluster started before the endpoint existed: hand the keeper its address.
-    keeper = CheckpointKeeper.options(runtime_env={"env_vars": s3_endpoint}).remote("s3://ckpts/run1")
+    keeper = CheckpointKeeper.options(runtime_env={"env_vars": s3_server.env}).remote("s3://ckpts/run1")
     send_directory(keeper, fake_checkpoint(tmp_path / "src" / "000003"), "000003")
     keys = {o["Key"] for o in boto3.client("s3").list_objects_v2(Bucket="ckpts")["Contents"]}
     assert "run1/checkpoints/000003/raycluster_manifest.json" in keys
@@ -176,17 +176,16 @@ def test_s3_root_publishes_manifest_last_and_resumes(local_ray, s3_endpoint, tmp
     )
     assert ray.get(keeper.newest_complete.remote()) == "000003"
     assert S3Store("s3://ckpts/run1/checkpoints").names() == ["000003"]
-    # Two nodes fetch it at once through the keeper's concurrent calls: each object is downloaded from S3
-    # once and checked once, and neither fetch deletes what the other is reading.
-    with caplog.at_level(logging.INFO, logger="werkzeug"):
-        targets = [tmp_path / "back" / "000003", tmp_path / "other-node" / "000003"]
-        with ThreadPoolExecutor(2) as pool:
-            list(pool.map(lambda target: fetch_directory(keeper, "000003", target), targets))
+    # Two nodes fetch it at once through the keeper's concurrent calls: each file is read from its own object
+    # as it is served (S3 sends what the fetches assemble, no more), and neither fetch removes the other's.
+    before = s3_server.bytes_read
+    targets = [tmp_path / "back" / "000003", tmp_path / "other-node" / "000003"]
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda target: fetch_directory(keeper, "000003", target), targets))
     for target in targets:
         assert (target / "training_state" / "training_step.json").read_text() == '{"step": 1}'
-    gets = [r.getMessage() for r in caplog.records if '"GET /ckpts/run1/checkpoints/000003/' in r.getMessage()]
-    model_gets = [g for g in gets if "model.safetensors" in g]
-    assert len(model_gets) == 1, gets
+    assembled = sum(p.stat().st_size for target in targets for p in target.rglob("*") if p.is_file())
+    assert s3_server.bytes_read - before <= 1.1 * assembled, (s3_server.bytes_read - before, assembled)
 
 
 @pytest.mark.cluster  # a local Ray of this module's
@@ -233,8 +232,37 @@ def test_an_s3_object_of_the_right_size_with_other_bytes_is_quarantined_not_resu
     key = "corrupt/checkpoints/000002/pretrained_model/model.safetensors"
     boto3.client("s3").put_object(Bucket="ckpts", Key=key, Body=b"e" * 100)
     fresh = CheckpointKeeper.options(runtime_env={"env_vars": s3_endpoint}).remote("s3://ckpts/corrupt")
-    assert ray.get(fresh.newest_complete.remote()) == "000001"  # as a restarted job's keeper would
+    # A restarted job's keeper goes by the listing (the sizes match); the resume's fetch reads the bytes.
+    assert ray.get(fresh.newest_complete.remote()) == "000002"
+    with pytest.raises(RuntimeError, match="fails its checksum"):
+        fetch_directory(fresh, "000002", tmp_path / "resumed")
+    assert not (tmp_path / "resumed").exists()
+    assert ray.get(fresh.newest_complete.remote()) == "000001"  # the next attempt's resume: never that one again
     assert S3Store("s3://ckpts/corrupt/checkpoints").names() == ["000001"]
+
+
+@pytest.mark.cluster  # a local Ray of this module's
+def test_an_s3_root_serves_a_file_by_reading_that_object_alone(local_ray, s3_server, tmp_path):
+    # As keeper_and_part_stores builds them, each told where S3 is (this module's Ray started before the server).
+    s3 = {"runtime_env": {"env_vars": s3_server.env}}
+    keeper = CheckpointKeeper.options(**s3).remote("s3://ckpts/ranged", staging_dir=str(tmp_path / "staging"))
+    local = PartStore.options(**s3).remote("s3://ckpts/ranged", str(tmp_path / "staging"), keeper)
+    ray.get(keeper.attach.remote([local], None))
+    checkpoint = fake_checkpoint(tmp_path / "src" / "000001", b"m" * 3_000_000)
+    (checkpoint / "training_state" / "optimizer_state.safetensors").write_bytes(b"o" * 9_000_000)
+    send_directory(keeper, checkpoint, "000001")
+    before = s3_server.bytes_read
+    assert fetch_directory(keeper, "000001", tmp_path / "model", local, only="pretrained_model")
+    model = tmp_path / "model" / "pretrained_model" / "model.safetensors"
+    assert model.read_bytes() == b"m" * 3_000_000
+    # What S3 sent for the fetch, over what it assembled: the model's object, not the whole checkpoint.
+    amplification = (s3_server.bytes_read - before) / model.stat().st_size
+    print(f"s3_read_amplification = {amplification:.3f}")
+    assert amplification <= 1.1, amplification
+    # Served by the keeper too (an evaluation's fetch, on a node with no part store of its own).
+    before = s3_server.bytes_read
+    assert fetch_directory(keeper, "000001", tmp_path / "eval", only="pretrained_model")
+    assert (s3_server.bytes_read - before) / model.stat().st_size <= 1.1
 
 
 def test_only_ascii_digits_name_a_checkpoint(tmp_path):

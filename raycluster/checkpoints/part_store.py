@@ -20,7 +20,7 @@ from pathlib import Path
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from raycluster.checkpoints.manifest import CHUNK_BYTES, MANIFEST, manifest_of, within
+from raycluster.checkpoints.manifest import CHUNK_BYTES, MANIFEST, manifest_of
 from raycluster.checkpoints.store import open_store
 from raycluster.faults import NO_FAULTS, Faults
 
@@ -99,25 +99,24 @@ class PartStore:
             self.store.delete(name)
 
     def local_files(self, name: str, manifest: dict[str, dict]) -> dict[str, str]:
-        """Which of ``manifest``'s files this host's root holds at their size: ``relpath -> local path``
-        (an S3 root: downloaded into this host's cache first, each host its own)."""
-        if name not in self.store.names():
-            return {}
-        try:
-            directory = self.store.local_copy(name)
-        except (OSError, RuntimeError):
+        """Which of ``manifest``'s files this host's root holds at their size: ``relpath -> local path`` (none on
+        an S3 root, which no host holds: ``shared_root``)."""
+        if self.store.shared or name not in self.store.names():
             return {}
         held = {}
         for relpath, entry in manifest.items():
-            path = within(directory, relpath)
-            if path.is_file() and path.stat().st_size == entry["size"]:
+            path = self.store.local_file(name, relpath)
+            if path is not None and path.is_file() and path.stat().st_size == entry["size"]:
                 held[relpath] = str(path)
         return held
 
+    def shared_root(self) -> bool:
+        """This host's root is every host's (an S3 prefix): it serves any file of a checkpoint to a fetch on its
+        node, read from the root by that fetch's host alone, so no other host reads a byte for it."""
+        return self.store.shared
+
     def read(self, name: str, relpath: str, offset: int) -> bytes:
-        with within(self.store.local_copy(name), relpath).open("rb") as f:
-            f.seek(offset)
-            return f.read(CHUNK_BYTES)
+        return self.store.read(name, relpath, offset, CHUNK_BYTES)
 
     def node_id(self) -> str:
         return ray.get_runtime_context().get_node_id()

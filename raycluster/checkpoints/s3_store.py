@@ -5,12 +5,10 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-import tempfile
-import threading
 import time
 from pathlib import Path
 
-from raycluster.checkpoints.manifest import MANIFEST, SAGEMAKER_UPLOADING, OutsideCheckpoint, problems, within
+from raycluster.checkpoints.manifest import MANIFEST, SAGEMAKER_UPLOADING, OutsideCheckpoint, within
 from raycluster.checkpoints.store import QUARANTINE, by_step
 
 log = logging.getLogger(__name__)
@@ -20,7 +18,8 @@ class S3Store:
     """``s3://bucket/prefix``: files first, the manifest object last, so a listing never shows a
     checkpoint with a manifest whose files are missing."""
 
-    checks_content = False  # a listing gives sizes; the bytes are checked when a checkpoint is read
+    checks_content = False  # a listing gives sizes; the bytes are checked where a fetch assembles them
+    shared = True
 
     def __init__(self, url: str, client=None):
         import boto3
@@ -30,10 +29,6 @@ class S3Store:
             raise ValueError(f"{url!r} is not s3://bucket/prefix")
         self.url, self.bucket, self.prefix = url, bucket, prefix.strip("/")
         self.s3 = client or boto3.client("s3")
-        self._cache: Path | None = None  # made on the first download: most stores (the driver's) never need it
-        # The keeper serves chunks from several threads: one download and one check per checkpoint, ever.
-        self._downloads = threading.Lock()
-        self._verified: dict[str, Path] = {}
 
     def _key(self, *parts: str) -> str:
         return "/".join(p for p in (self.prefix, *parts) if p)
@@ -109,10 +104,6 @@ class S3Store:
         )
 
     def delete(self, name: str) -> None:
-        with self._downloads:  # a copy verified before is not this name's any more
-            cached = self._verified.pop(name, None)
-        if cached is not None:
-            shutil.rmtree(cached, ignore_errors=True)
         self.s3.delete_object(Bucket=self.bucket, Key=self._key(name, MANIFEST))
         keys = list(self._objects(self._key(name) + "/"))
         for start in range(0, len(keys), 1000):  # DeleteObjects takes 1000 keys a call
@@ -120,27 +111,21 @@ class S3Store:
                 Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in keys[start : start + 1000]]}
             )
 
-    def local_copy(self, name: str) -> Path:
-        """Downloaded once into a cache on the keeper's node, checked against the manifest once."""
-        with self._downloads:
-            if name in self._verified:
-                return self._verified[name]
-            self._cache = self._cache or Path(tempfile.mkdtemp(prefix="raycluster-s3-"))
-            target = self._cache / name
-            shutil.rmtree(target, ignore_errors=True)
-            manifest = self.manifest(name) or {}
-            # Only what the manifest lists, each inside the checkpoint: a stray key names nothing on this host.
-            for relpath in [*manifest, MANIFEST]:
-                path = within(target, relpath)
-                path.parent.mkdir(parents=True, exist_ok=True)
-                self.s3.download_file(self.bucket, self._key(name, relpath), str(path))
-            reason = problems(target, manifest)
-            if reason is not None:
-                raise RuntimeError(
-                    f"checkpoint s3://{self.bucket}/{self._key(name)} changed while it was read: {reason}"
-                )
-            self._verified[name] = target
-            return target
+    def local_file(self, name: str, relpath: str) -> None:
+        return None
+
+    def read(self, name: str, relpath: str, offset: int, size: int) -> bytes:
+        """A ranged GET of that one object: no host downloads a checkpoint to serve one file of it, and nothing
+        is cached to outlive it (the bytes are checked against the manifest where the fetch assembles them)."""
+        within(Path(name), relpath)  # a relpath from a request: never a key outside the checkpoint
+        key = self._key(name, relpath)
+        try:
+            response = self.s3.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={offset}-{offset + size - 1}")
+        except self.s3.exceptions.ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "InvalidRange":  # at or past the object's end
+                return b""
+            raise
+        return response["Body"].read()
 
     def __str__(self) -> str:
         return self.url

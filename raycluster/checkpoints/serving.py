@@ -7,7 +7,7 @@ import time
 
 import ray
 
-from raycluster.checkpoints.manifest import CHUNK_BYTES, within
+from raycluster.checkpoints.manifest import CHUNK_BYTES
 
 
 class FetchServing:
@@ -48,6 +48,4 @@ class FetchServing:
 
     def read(self, name: str, relpath: str, offset: int) -> bytes:
         self._read_at[name] = time.monotonic()
-        with within(self.store.local_copy(name), relpath).open("rb") as f:
-            f.seek(offset)
-            return f.read(CHUNK_BYTES)
+        return self.store.read(name, relpath, offset, CHUNK_BYTES)

@@ -27,7 +27,9 @@ def by_step(names) -> list[str]:
 
 class CheckpointStore(Protocol):
     checks_content: bool
-    """``problems`` reads every file against its checksum (else: names and sizes only)."""
+    """``problems`` reads every file against its checksum (else: names and sizes only; a fetch checks the bytes)."""
+    shared: bool
+    """Every host reads the same root (an S3 prefix), so any host serves any file of it."""
 
     def names(self) -> list[str]:
         """Every checkpoint directory present, complete or not, oldest step first."""
@@ -54,12 +56,17 @@ class CheckpointStore(Protocol):
     def delete(self, name: str) -> None:
         """The commit record first (a half-deleted checkpoint is never taken for complete), then the rest."""
 
-    def local_copy(self, name: str) -> Path:
-        """A local directory holding ``name``'s files (the checkpoint itself for a local store)."""
+    def local_file(self, name: str, relpath: str) -> Path | None:
+        """Where one file of ``name`` lies on this host's disk; None for a root that is not a local directory."""
+
+    def read(self, name: str, relpath: str, offset: int, size: int) -> bytes:
+        """Up to ``size`` bytes of one file of ``name`` from ``offset`` (empty past its end): that file alone is
+        read, never the rest of the checkpoint."""
 
 
 class LocalStore:
     checks_content = True
+    shared = False
 
     def __init__(self, root: Path):
         self.root = Path(root)
@@ -140,8 +147,13 @@ class LocalStore:
         (self.root / name / MANIFEST).unlink(missing_ok=True)
         shutil.rmtree(self.root / name, ignore_errors=True)
 
-    def local_copy(self, name: str) -> Path:
-        return self.root / name
+    def local_file(self, name: str, relpath: str) -> Path | None:
+        return within(self.root / name, relpath)
+
+    def read(self, name: str, relpath: str, offset: int, size: int) -> bytes:
+        with within(self.root / name, relpath).open("rb") as f:
+            f.seek(offset)
+            return f.read(size)
 
     def __str__(self) -> str:
         return str(self.root)

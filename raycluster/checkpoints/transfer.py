@@ -57,8 +57,9 @@ def _copy_from(source, keeper, name: str, relpath: str, path: Path) -> None:
 def fetch_directory(keeper, name: str, target: Path, local=None, only: str = "") -> bool:
     """Make ``target`` hold the keeper's ``name`` (the files under ``only``, when given); fetched only if
     missing or different. Files this node's part store (``local``) holds are linked from its root; the rest
-    come from the host that holds each. What arrives is checked against the manifest: a checkpoint that is
-    not what it says is quarantined at the keeper and refused here. True if anything was fetched."""
+    come from the host that holds each (an S3 root: ``local`` reads each file's own object, nothing more). What
+    arrives is checked against the manifest: a checkpoint that is not what it says is quarantined at the keeper
+    and refused here. True if anything was fetched."""
     manifest = ray.get(keeper.manifest.remote(name))  # holds `name` against retention until released
     manifest = {r: e for r, e in manifest.items() if not only or Path(r).parts[0] == only}
     try:
@@ -66,6 +67,8 @@ def fetch_directory(keeper, name: str, target: Path, local=None, only: str = "")
             return False
         sources = ray.get(keeper.sources.remote(name))
         held = ray.get(local.local_files.remote(name, manifest)) if local is not None else {}
+        if local is not None and ray.get(local.shared_root.remote()):  # S3: this node's host reads it itself
+            sources = dict.fromkeys(manifest, local)
         staged = target.with_name(f".{target.name}.fetching-{os.getpid()}")
         shutil.rmtree(staged, ignore_errors=True)
         try:
