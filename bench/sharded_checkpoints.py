@@ -21,7 +21,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from raycluster.dsim.checkpoints import paced_commits, slow_hosts
+from raycluster.dsim.checkpoints import paced_commits
+from raycluster.dsim.profile import slow_hosts
 
 HOSTS = (2, 4, 8)
 PAYLOAD_MB = 48

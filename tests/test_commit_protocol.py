@@ -127,6 +127,18 @@ def test_a_failed_part_fails_its_checkpoint_before_and_after_the_others_arrive()
     assert refused.reason == "part 0 failed: disk full"
 
 
+def test_parts_of_a_stale_attempt_that_arrive_after_the_restart_are_said_once_and_all_removed():
+    # The restart came first, before any part of attempt 1's step 100: its set is given up at its first part
+    # (said, so that the step is decided), and each later part is removed without another word.
+    parts = PartSet()
+    parts.begin_attempt(2)
+    (first,) = parts.arrived("000100", 1, 3, part(0), now=0.0)
+    assert not first.late and first.reason == "part 0 of attempt 1: stale" and [p.part for p in first.parts] == [0]
+    later = [parts.arrived("000100", 1, 3, part(n), now=1.0) for n in (1, 2)]
+    assert [(d.late, [p.part for p in d.parts]) for (d,) in later] == [(True, [1]), (True, [2])]
+    assert parts.pending_names() == set()
+
+
 def test_a_set_given_up_is_never_reopened_by_a_late_part():
     parts = PartSet(deadline_s=60)
     parts.arrived("000100", 1, 2, part(0), now=0.0)

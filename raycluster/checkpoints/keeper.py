@@ -4,7 +4,7 @@ a checkpoint root: it writes every checkpoint's commit record, and decides reten
 A checkpoint's bytes never pass through it. Every host stages the saves the keeper picks (``pacing.py``) into
 its own part store, which tells the keeper; once every part of one attempt has arrived (``PartSet``), the keeper
 asks every host to place its part into the root, and writes the commit record (the manifest of every part)
-after the last one is in place (``commits.py``).
+after the last one is in place (``commits.py`` decides, ``part_commits.py`` carries it out).
 The final model (one directory, from rank 0) is still sent here whole: it lands in the driver's model dir.
 """
 
@@ -23,12 +23,12 @@ from pathlib import Path
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from raycluster.checkpoints.commits import PartCommits, Placing
+from raycluster.checkpoints.commits import Commits
 from raycluster.checkpoints.holds import Holds
 from raycluster.checkpoints.manifest import MANIFEST, within
-from raycluster.checkpoints.pacing import Pacer
+from raycluster.checkpoints.part_commits import PartCommits
 from raycluster.checkpoints.part_store import link_or_copy, part_stores_on_every_node
-from raycluster.checkpoints.parts import PART_DEADLINE_S, PartSet
+from raycluster.checkpoints.parts import PART_DEADLINE_S
 from raycluster.checkpoints.serving import FetchServing
 from raycluster.checkpoints.store import LocalStore, open_store
 from raycluster.faults import NO_FAULTS, Faults
@@ -59,15 +59,11 @@ class CheckpointKeeper(PartCommits, FetchServing):
         self._read_at: dict[str, float] = {}
         self.read_lease_s = read_lease_s
         self._publishing: set[str] = set()
-        # Checked once (published here, or verified against its manifest): never hashed again in this run,
-        # neither at each save's retention nor in the stop window.
-        self._complete: set[str] = set()
-        self._parts, self._pacer = PartSet(part_deadline_s), Pacer(part_deadline_s)
-        self._placing: dict[str, Placing] = {}
+        """Names being published whole (``commit``); those published from parts are ``commits.placing``."""
+        # Its ``complete`` names are checked once (published here, or verified against their manifest): never
+        # hashed again in this run, neither at each save's retention nor in the stop window.
+        self.commits = Commits(part_deadline_s)
         self._deleting: set[str] = set()
-        # Committed here from parts: who holds each file (another host's root, on SageMaker).
-        self._holders: dict[str, dict[str, object]] = {}
-        self._failures: dict[str, str] = {}
         self.part_stores: list = []
         self.curves = None
         # Checkpoints retention spares: each from its commit until its evaluation's outcome, and the best.
@@ -122,7 +118,7 @@ class CheckpointKeeper(PartCommits, FetchServing):
             self.faults.delay_publish(name)
             self.store.publish(staged, name)
             with self._lock:
-                self._complete.add(name)
+                self.commits.complete.add(name)
                 self.holds.take(name)
         except BaseException:
             shutil.rmtree(staged, ignore_errors=True)  # a refused upload keeps nothing on disk
@@ -161,14 +157,14 @@ class CheckpointKeeper(PartCommits, FetchServing):
                     log.info("retention: checkpoint %s is being fetched; deleted at a later save", name)
                     continue
                 self._deleting.add(name)
-                self._complete.discard(name)
+                self.commits.complete.discard(name)
                 self._readers.pop(name, None)
                 self._read_at.pop(name, None)
             self.store.delete(name)  # the commit record first: from here on nobody takes it for complete
             for holder in self.part_stores:  # every host's own files of it (a shared root: already gone)
                 holder.delete.remote(name)
             with self._lock:
-                self._holders.pop(name, None)
+                self.commits.holders.pop(name, None)
                 self._deleting.discard(name)
             log.info("retention (keep %d): deleted checkpoint %s", self.keep, name)
 
@@ -187,15 +183,15 @@ class CheckpointKeeper(PartCommits, FetchServing):
     def _newest_complete(self) -> str | None:
         for name in reversed(self.store.names()):
             with self._lock:
-                if name in self._publishing:  # not complete yet, and not broken either
+                if name in self._publishing or name in self.commits.placing:  # not complete yet, nor broken
                     continue
-            if name in self._holders:
+            if name in self.commits.holders:
                 return name
             reason = self._problems(name)
             if reason is None:
                 return name
             self.store.quarantine(name, reason)
-            self._complete.discard(name)
+            self.commits.complete.discard(name)
         return None
 
     def _problems(self, name: str) -> str | None:
@@ -204,7 +200,7 @@ class CheckpointKeeper(PartCommits, FetchServing):
         found by the fetch, which moves the checkpoint aside, so it costs one restart, never every one."""
         reason = self.store.problems(name)
         if reason is None:
-            self._complete.add(name)
+            self.commits.complete.add(name)
         return reason
 
     def complete_names(self) -> list[str]:
@@ -214,11 +210,11 @@ class CheckpointKeeper(PartCommits, FetchServing):
         return [n for n in self.store.names() if self._listed_complete(n)]
 
     def _listed_complete(self, name: str) -> bool:
-        if name in self._complete:
+        if name in self.commits.complete:
             return True
         complete = self.store.problems(name) is None  # S3: names and sizes only, no download
         if complete and self.store.checks_content:
-            self._complete.add(name)
+            self.commits.complete.add(name)
         return complete
 
 

@@ -84,8 +84,12 @@ class PartSet:
 
     def arrived(self, name: str, attempt: int, parts: int, part: Part, now: float) -> list[Complete | GivenUp]:
         """``part`` of ``parts`` of checkpoint ``name``, saved by ``attempt``."""
-        if attempt < self.newest_attempt:
-            return [GivenUp(name, attempt, [part], f"part {part.part} of attempt {attempt}: stale", late=True)]
+        if attempt < self.newest_attempt:  # said once per set: its first part to come after the restart
+            key, reason = (name, attempt), f"part {part.part} of attempt {attempt}: stale"
+            said = key in self._failed
+            if not said:
+                remember(self._failed, key, reason)
+            return [GivenUp(name, attempt, [part], self._failed[key], late=said)]
         decisions: list[Complete | GivenUp] = [*self.begin_attempt(attempt), *self.expired(now)]
         if (name, attempt) in self._failed:
             return [*decisions, GivenUp(name, attempt, [part], self._failed[(name, attempt)], late=True)]

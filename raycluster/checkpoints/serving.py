@@ -16,7 +16,7 @@ class FetchServing:
         parts; this keeper otherwise (its root holds the whole checkpoint: restored, local or S3)."""
         me = ray.get_runtime_context().current_actor
         manifest = self.store.manifest(name)
-        return {relpath: self._holders.get(name, {}).get(relpath, me) for relpath in manifest}
+        return {relpath: self.commits.holders.get(name, {}).get(relpath, me) for relpath in manifest}
 
     def manifest(self, name: str) -> dict[str, dict]:
         """The start of a fetch: ``name`` is kept until ``release``."""
@@ -41,8 +41,8 @@ class FetchServing:
     def quarantine(self, name: str, reason: str) -> None:
         """A fetch found ``name`` is not what its manifest says: never resumed from again."""
         with self._lock:
-            self._complete.discard(name)
-            self._holders.pop(name, None)
+            self.commits.complete.discard(name)
+            self.commits.holders.pop(name, None)
         if name in self.store.names():
             self.store.quarantine(name, reason)
 

@@ -1,41 +1,25 @@
-"""The checkpoint commit protocol at N hosts, in one process: the project's own ``PartSet``, ``Pacer`` and
-``ShipQueue`` driven by a seeded scheduler with a fake clock, no Ray, invariants checked after every event.
+"""The checkpoint commit protocol at N hosts, in one process: the project's own ``Commits`` (the keeper's every
+decision: ``PartSet``, ``Pacer``, placement, the record) and each host's ``ShipQueue``, driven by a seeded scheduler
+with a fake clock, no Ray, invariants checked after every event.
 
 What a run is: every host saves the same steps every ``interval_s`` (as ranks in one collective do); each host
 stages the saves its ``ShipQueue`` chooses, taking its own time (``Profile.slow``: some or all hosts take longer
-than the save interval); every message between a host and the keeper travels through the scheduler's network
-(delayed, reordered, repeated); a host may die mid-run, after which the worker group restarts as a new attempt
-from the newest committed step, as Ray Train's does. ``World.check`` states what must hold after every event.
+than the save interval), and places its part into its root when the keeper says so; every message between a
+host and the keeper travels through the scheduler's network (delayed, reordered, repeated); a host may die
+mid-run, after which the worker group restarts as a new attempt from the newest committed step, as Ray Train's
+does (the dead host replaced by one with an empty disk). ``World.check`` states what must hold after every event.
 """
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass, field
 
-from raycluster.checkpoints.pacing import Drop, Pacer, Pick, ShipQueue, Stage
-from raycluster.checkpoints.parts import Complete, GivenUp, Part, PartSet
-from raycluster.dsim.scheduler import Network, Scheduler
-
-INTERVAL_S = 60.0
-"""Seconds between two saves (only ratios to it matter)."""
-
-
-@dataclass(frozen=True)
-class Profile:
-    """A run's shape: ``hosts``, ``saves`` per attempt, which hosts stage slowly (``slow``: host -> its staging
-    time in save intervals; every other host takes ``fast``), the network, and a host that dies (``death``:
-    (host, after how many intervals))."""
-
-    hosts: int
-    saves: int
-    slow: dict[int, float] = field(default_factory=dict)
-    fast: float = 0.3
-    network: Network = Network()
-    death: tuple[int, float] | None = None
-    restart_s: float = 90.0
-    stage_failures: float = 0.0
-    """The share of stagings that fail (a full disk, a part store that died mid-stage): the keeper is told."""
+from raycluster.checkpoints.commits import Commits
+from raycluster.checkpoints.effects import Discard, Effect, Picked, Place, Published, Record, Remove, Said
+from raycluster.checkpoints.pacing import Drop, Pick, ShipQueue, Stage
+from raycluster.checkpoints.parts import Complete, Part
+from raycluster.dsim.profile import INTERVAL_S, Profile, ideal_commits
+from raycluster.dsim.scheduler import Scheduler
 
 
 class InvariantBroken(AssertionError):
@@ -49,17 +33,25 @@ class Host:
     alive: bool = True
     staged: set[tuple[str, int]] = field(default_factory=set)
     """(name, attempt) of every part this host staged, in any attempt."""
+    staging: set[tuple[str, int]] = field(default_factory=set)
+    """(name, attempt) of the parts in its staging directory now (staged, neither placed nor discarded)."""
+    root: dict[str, int] = field(default_factory=dict)
+    """Its checkpoint root: name -> the attempt whose part of it lies there."""
 
 
 class World:
     def __init__(self, seed: int, profile: Profile):
         self.sim, self.profile = Scheduler(seed, profile.network), profile
-        self.parts, self.pacer = PartSet(deadline_s=5 * INTERVAL_S), Pacer(deadline_s=5 * INTERVAL_S)
+        self.commits = Commits(part_deadline_s=5 * INTERVAL_S, place_deadline_s=5 * INTERVAL_S)
         self.attempt = 1
         self.hosts = [Host(h, ShipQueue(1)) for h in range(profile.hosts)]
         self.picks: set[Pick] = set()
         self.completed: dict[str, Complete] = {}
-        self.given_up: list[GivenUp] = []
+        self.stage_failed: set[tuple[str, int]] = set()
+        self.records: dict[str, int] = {}
+        """The keeper's root: name -> the attempt its commit record names."""
+        self.lines = 0
+        """Log lines the keeper said."""
         self.stages: list[tuple[int, int, str]] = []
         """(host, attempt, name) of every staging started."""
         self._checked_stages = self._checked_commits = 0
@@ -83,7 +75,7 @@ class World:
             return
         self._act(host, attempt, host.queue.saved(name))
         if host.index == 0:
-            self.sim.send(lambda: self._keeper_saved(attempt, name))
+            self.sim.send(lambda: self._carry_out(self.commits.saved(attempt, name, self.sim.now)[1]))
 
     def _act(self, host: Host, attempt: int, actions: list[Stage | Drop]) -> None:
         self._touched.add(host.index)
@@ -99,40 +91,70 @@ class World:
         if not host.alive or attempt != self.attempt:
             return
         if failed:
-            self.sim.send(lambda: self._decide(self.parts.failed(name, attempt, host.index, "staging failed")))
+            self.stage_failed.add((name, attempt))
+            self.sim.send(
+                lambda: self._carry_out(self.commits.failed(name, attempt, host.index, "staging failed", self.sim.now))
+            )
         else:
             host.staged.add((name, attempt))
+            host.staging.add((name, attempt))
             part = Part(host.index, {f"part{host.index}": {"size": 1, "sha256": name}}, host.index)
-            self.sim.send(lambda: self._keeper_arrived(name, attempt, part))
+            hosts = self.profile.hosts
+            self.sim.send(lambda: self._carry_out(self.commits.arrived(name, attempt, part, hosts, self.sim.now)))
         self._act(host, attempt, host.queue.staged(name))
 
     def _picked(self, host: Host, pick: Pick) -> None:
         if host.alive and pick.attempt == self.attempt:
             self._act(host, pick.attempt, host.queue.picked(pick))
 
-    # The keeper's side: the very classes CheckpointKeeper hosts.
-    def _keeper_saved(self, attempt: int, name: str) -> None:
-        self._decide(self.parts.expired(self.sim.now))
-        self._announce(self.pacer.saved(attempt, name, self.sim.now))
+    def _place(self, host: Host, place: Place) -> None:
+        if not host.alive:  # a dead host never answers: the placement's deadline decides
+            return
+        host.staging.discard((place.name, place.attempt))
+        host.root[place.name] = place.attempt
+        self.sim.send(
+            lambda: self._carry_out(self.commits.placed(place.name, place.attempt, place.part, None, self.sim.now))
+        )
 
-    def _keeper_arrived(self, name: str, attempt: int, part: Part) -> None:
-        self._decide(self.parts.arrived(name, attempt, self.profile.hosts, part, self.sim.now))
+    # The keeper's side: the very class CheckpointKeeper hosts, its effects carried out as the keeper's shell does.
+    def _carry_out(self, effects: list[Effect]) -> None:
+        for effect in effects:
+            if isinstance(effect, Picked):  # each host learns it at its next ask
+                self.picks.add(effect.pick)
+                for host in self.hosts:
+                    self.sim.send(lambda h=host, p=effect.pick: self._picked(h, p))
+            elif isinstance(effect, Place):
+                host = self.hosts[effect.holder]
+                took = self.sim.rng.uniform(*self.profile.place_s)
+                self.sim.send(lambda h=host, e=effect, t=took: self.sim.at(t, lambda: self._place(h, e)))
+            elif isinstance(effect, Discard):
+                host = self.hosts[effect.holder]
+                self.sim.send(lambda h=host, e=effect: h.staging.discard((e.name, e.attempt)))
+            elif isinstance(effect, Remove):
+                host = self.hosts[effect.holder]
+                self.sim.send(lambda h=host, e=effect: h.root.pop(e.name, None))
+            elif isinstance(effect, Record):
+                self._record(effect)
+            elif isinstance(effect, Published):
+                self._published(effect)
+            elif isinstance(effect, Said):
+                self.lines += 1
 
-    def _decide(self, decisions: list[Complete | GivenUp]) -> None:
-        for d in decisions:
-            if isinstance(d, Complete):
-                if d.name not in self.completed:
-                    self.completed[d.name] = d
-                self._decide(self.parts.superseded(int(d.name)))
-            else:
-                self.given_up.append(d)
-            self._announce(self.pacer.decided(d.attempt, d.name, self.sim.now))
+    def _record(self, record: Record) -> None:
+        """The keeper starts writing the record (taking ``Profile.record_s``): every part must be in place now."""
+        for index in {entry["part"] for entry in record.record.values()}:
+            if self.hosts[index].root.get(record.name) != record.attempt:
+                raise InvariantBroken(f"checkpoint {record.name}'s record written before host {index} placed its part")
+        self.sim.at(self.sim.rng.uniform(*self.profile.record_s), lambda: self._recorded(record))
 
-    def _announce(self, pick: Pick | None) -> None:
-        if pick is not None:
-            self.picks.add(pick)
-            for host in self.hosts:
-                self.sim.send(lambda h=host: self._picked(h, pick))
+    def _recorded(self, record: Record) -> None:
+        self.records[record.name] = record.attempt
+        self._carry_out(self.commits.recorded(record.name, record.attempt, None, self.sim.now))
+
+    def _published(self, published: Published) -> None:
+        complete = published.complete
+        if complete.name not in self.completed:
+            self.completed[complete.name] = complete
 
     # Faults.
     def _die(self, index: int) -> None:
@@ -142,9 +164,10 @@ class World:
     def _restart(self) -> None:
         """Ray Train restarts the worker group (the dead host replaced) from the newest committed step."""
         self.attempt += 1
-        self._decide(self.parts.begin_attempt(self.attempt))
-        self.pacer.begin_attempt(self.attempt)
+        self._carry_out(self.commits.begin_attempt(self.attempt, self.sim.now))
         for host in self.hosts:
+            if not host.alive:  # replaced by a new host: an empty disk
+                host.staging, host.root = set(), {}
             host.alive, host.queue = True, ShipQueue(self.attempt)
         newest = max((int(n) for n in self.completed), default=0)
         self._start_attempt(first_step=newest, at=self.sim.now)
@@ -171,37 +194,35 @@ class World:
         self._touched.clear()
 
     def check_quiet(self) -> None:
-        """Once nothing is left to happen: every part staged is decided, committed or given up; the last attempt's
-        last save, which no host died during, is committed (training never ends on a lost save); and no host
-        holds a save any more."""
-        if self.parts.pending_names():
-            raise InvariantBroken(f"parts still pending at the end: {sorted(self.parts.pending_names())}")
+        """Once nothing is left to happen: every part staged is decided, committed or given up, and placed or
+        removed; the last attempt's last save is committed unless a host's staging of it failed (training never
+        ends on a lost save); no host holds a save any more; and no host's root holds what no record names."""
+        if self.commits.parts.pending_names() or self.commits.placing:
+            pending = sorted(self.commits.parts.pending_names() | set(self.commits.placing))
+            raise InvariantBroken(f"checkpoints still pending at the end: {pending}")
         final = self.completed.get(self.final)
-        failed = any(g.name == self.final and "staging failed" in g.reason for g in self.given_up)
-        if (final is None or final.attempt != self.attempt) and not failed:
+        if (final is None or final.attempt != self.attempt) and (self.final, self.attempt) not in self.stage_failed:
             raise InvariantBroken(f"the last save, {self.final} of attempt {self.attempt}, was not committed")
         for host in self.hosts:
             if host.queue.held or host.queue.busy:
                 raise InvariantBroken(f"host {host.index} still holds saves {host.queue.held} at the end")
+            if host.staging:
+                raise InvariantBroken(f"host {host.index} still stages {sorted(host.staging)} at the end")
+            orphans = [n for n, a in host.root.items() if n not in self.completed or self.completed[n].attempt != a]
+            if orphans:
+                raise InvariantBroken(f"host {host.index}'s root holds {orphans}, which no record names")
+        failed = [n for n, a in self.records.items() if n not in self.completed or self.completed[n].attempt != a]
+        if failed:
+            raise InvariantBroken(f"records written for {failed}, which the keeper gave up: committed and failed")
 
     def run(self) -> World:
         """Until nothing is left to happen (the saves are finite, and so is everything they set off)."""
         self.sim.run(float("inf"), after_each=self.check)
-        self._decide(self.parts.expired(self.sim.now + self.parts.deadline_s + 1))
+        late = self.sim.now + max(self.commits.parts.deadline_s, self.commits.place_deadline_s) + 1
+        self._carry_out(self.commits.outcome(self.final, late)[1])  # what no one asked about since is given up
+        self.sim.run(float("inf"), after_each=self.check)
         self.check_quiet()
         return self
-
-
-def ideal_commits(saves: int, slowest: float) -> int:
-    """The most any protocol commits: the slowest host stages the newest save each time it is free."""
-    commits, last, now = 0, 0, INTERVAL_S
-    while last < saves:
-        newest = min(saves, int(now // INTERVAL_S))
-        if newest <= last:  # nothing new since its last: it waits for the next save
-            now = (last + 1) * INTERVAL_S
-            continue
-        last, now, commits = newest, now + slowest * INTERVAL_S, commits + 1
-    return commits
 
 
 def paced_commits(hosts: int, slow: dict[int, float], saves: int = 200, seed: int = 1) -> tuple[int, int]:
@@ -209,9 +230,3 @@ def paced_commits(hosts: int, slow: dict[int, float], saves: int = 200, seed: in
     other host within one), beside the most any protocol could commit (the bench's and the tests' figure)."""
     world = World(seed, Profile(hosts=hosts, saves=saves, slow=slow)).run()
     return len(world.completed), ideal_commits(saves, max(slow.values(), default=Profile.fast))
-
-
-def slow_hosts(hosts: int, count: int, low: float = 1.05, high: float = 1.5, seed: str = "slow") -> dict[int, float]:
-    """``count`` of ``hosts`` hosts, chosen by ``seed``, staging at ``low``-``high`` save intervals."""
-    rng = random.Random(f"{seed} {hosts} {count}")
-    return {host: rng.uniform(low, high) for host in rng.sample(range(hosts), count)}

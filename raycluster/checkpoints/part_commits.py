@@ -1,0 +1,119 @@
+"""The keeper's Ray-facing side of the commit protocol: each call decides through ``Commits`` under the keeper's
+lock, then carries the effects out once the lock is released (calls to other hosts, the record's write). The
+hosts call back (``part_arrived``, ``part_placed``), so no thread of the keeper waits for another host, whatever
+their number. Mixed into ``CheckpointKeeper``, whose ``commits``, ``store``, ``holds`` and lock it uses.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from raycluster.checkpoints.effects import Discard, Effect, Place, Published, Record, Remove, Said
+from raycluster.checkpoints.pacing import Pick
+from raycluster.checkpoints.parts import Part
+
+log = logging.getLogger(__name__)
+
+
+class PartCommits:
+    """The keeper's Ray-facing side of ``Commits``: each call decides under the keeper's lock, then carries the
+    effects out (calls to other hosts, the record's write) once the lock is released."""
+
+    def begin_attempt(self, attempt: int) -> None:
+        with self._lock:
+            effects = self.commits.begin_attempt(attempt, time.monotonic())
+        self._carry_out(effects)
+
+    def saved(self, attempt: int, name: str) -> Pick | None:
+        with self._lock:
+            pick, effects = self.commits.saved(attempt, name, time.monotonic())
+        self._carry_out(effects)
+        return pick
+
+    def pick(self) -> Pick | None:
+        with self._lock:
+            pick, effects = self.commits.pick(time.monotonic())
+        self._carry_out(effects)
+        return pick
+
+    def part_arrived(self, name: str, attempt: int, part: int, parts: int, manifest: dict, holder) -> None:
+        with self._lock:
+            effects = self.commits.arrived(name, attempt, Part(part, manifest, holder), parts, time.monotonic())
+        self._carry_out(effects)
+
+    def part_failed(self, name: str, attempt: int, part: int, cause: str) -> None:
+        with self._lock:
+            effects = self.commits.failed(name, attempt, part, cause, time.monotonic())
+        self._carry_out(effects)
+
+    def part_placed(self, name: str, attempt: int, part: int, error: str | None) -> None:
+        with self._lock:
+            effects = self.commits.placed(name, attempt, part, error, time.monotonic())
+        self._carry_out(effects)
+
+    def publishing(self) -> bool:
+        """A publish is under way (a restart asks, and waits with a deadline of its own, before resuming)."""
+        with self._lock:
+            effects = self.commits.expire(time.monotonic())
+            busy = bool(self._publishing or self.commits.placing)
+        self._carry_out(effects)
+        return busy
+
+    def outcome(self, name: str) -> tuple[bool, str | None]:
+        with self._lock:
+            answer, effects = self.commits.outcome(name, time.monotonic())
+        self._carry_out(effects)
+        return answer
+
+    def has_parts_elsewhere(self, name: str) -> bool:
+        """``name`` was committed here from several hosts' parts (no one host's save holds all of it)."""
+        if name not in self.commits.holders:
+            return False
+        return len({entry.get("part", 0) for entry in self.store.manifest(name).values()}) > 1
+
+    def failures_by_name(self) -> dict[str, str]:
+        """Every checkpoint not published (and not published since), with its cause."""
+        with self._lock:
+            return dict(self.commits.failures)
+
+    def _carry_out(self, effects: list[Effect]) -> None:
+        for effect in effects:
+            if isinstance(effect, Place):
+                effect.holder.place.remote(effect.name, effect.attempt, effect.part, effect.manifest, effect.whole)
+            elif isinstance(effect, Discard):
+                effect.holder.discard.remote(effect.name, effect.attempt, effect.part)
+            elif isinstance(effect, Remove):
+                effect.holder.delete.remote(effect.name)
+            elif isinstance(effect, Record):
+                self._record(effect)
+            elif isinstance(effect, Published):
+                self._published(effect)
+            elif isinstance(effect, Said):
+                log.log(effect.level, "%s", effect.line)
+
+    def _record(self, record: Record) -> None:
+        try:
+            self.store.commit(record.name, record.record)
+            error = None
+        except Exception as exc:
+            error = str(exc)
+        with self._lock:
+            effects = self.commits.recorded(record.name, record.attempt, error, time.monotonic())
+            if any(isinstance(e, Published) for e in effects):
+                self.holds.take(record.name)  # with complete: no retention, nor the run's end, may come between
+        self._carry_out(effects)
+
+    def _published(self, published: Published) -> None:
+        name, complete = published.name, published.complete
+        size = sum(e["size"] for e in published.record.values()) / 2**20
+        log.info(
+            "published checkpoint %s to %s: %d parts of attempt %d, %.1f MB, %.3fs after its first part, %.3fs after "
+            "its last", name, self.store, len(complete.parts), complete.attempt, size, published.seconds,
+            published.placed,
+        )  # fmt: skip
+        if self.curves is not None and name.isdigit():
+            self.curves.log.remote(int(name), {"checkpoint/publish_s": published.seconds, "checkpoint/mb": size})
+        self.holds.announce(name)
+        if name.isdigit():
+            self._retain()
