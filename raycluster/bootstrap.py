@@ -95,7 +95,7 @@ class NodeSpec:
 class RayNode:
     """One ``ray start --block`` process; its process group holds exactly this node's Ray processes."""
 
-    def __init__(self, spec: NodeSpec):
+    def __init__(self, spec: NodeSpec, extra_args: list[str] | None = None):
         self.spec = spec
         spec.temp_dir.mkdir(parents=True, exist_ok=True)
         # The temp files of every process on this node (multiprocessing's pymp-*, a killed worker's leftovers)
@@ -105,7 +105,7 @@ class RayNode:
         log_path = spec.temp_dir / "ray-start.log"
         self._log = log_path.open("ab")
         self.process = subprocess.Popen(
-            spec.command(),
+            spec.command() + (extra_args or []),
             env={**os.environ, **FAST_FAILURE_ENV, "TMPDIR": str(scratch), **spec.env},
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -116,14 +116,25 @@ class RayNode:
     def alive(self) -> bool:
         return self.process.poll() is None
 
+    def _log_text(self) -> str:
+        try:
+            return ANSI.sub("", (self.spec.temp_dir / "ray-start.log").read_text(errors="replace"))
+        except OSError:
+            return ""
+
+    def started(self) -> bool:
+        """``ray start`` said its node is up (it had registered with the GCS)."""
+        return "Ray runtime started." in self._log_text()
+
+    def last_words(self) -> str:
+        """The last line ``ray start`` wrote: why a node that never started did not."""
+        lines = [line.strip() for line in self._log_text().splitlines() if line.strip()]
+        return lines[-1][:300] if lines else "it wrote nothing"
+
     def exit_cause(self) -> str:
         """Which of its processes took the node down, as ``ray start --block`` logs it (it then stops every
         other process of the node): ``dashboard (exit code -9)``; empty when it said nothing of the kind."""
-        try:
-            text = ANSI.sub("", (self.spec.temp_dir / "ray-start.log").read_text(errors="replace"))
-        except OSError:
-            return ""
-        _, said, after = text.partition("Some Ray subprocesses exited unexpectedly")
+        _, said, after = self._log_text().partition("Some Ray subprocesses exited unexpectedly")
         died = re.findall(r"-- (\S+) \[exit code=(-?\d+)\]", after) if said else []
         return ", ".join(f"{name} (exit code {code})" for name, code in died)
 

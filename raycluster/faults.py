@@ -20,12 +20,16 @@ PUBLISH_DELAY = f"{PREFIX}PUBLISH_DELAY_S"
 is being published."""
 EVAL_RAISE = f"{PREFIX}EVAL_RAISE"
 """Checkpoint steps (``2,6``) whose evaluation raises."""
+RAY_START_FAILS = f"{PREFIX}RAY_START_FAILS"
+"""A worker host (``algo-3``) whose first ``ray start`` exits before its node joins (given a flag it refuses):
+what that host's one retry must make good."""
 
 
 @dataclass(frozen=True)
 class Faults:
     publish_delay_s: float = 0.0
     eval_raise: tuple[int, ...] = ()
+    ray_start_fails_on: str = ""
     lose_announcements: bool = False
     """The checkpoint keeper's word of a commit never reaches the evaluation keeper (only a test sets it): what
     the evaluation keeper's own reconciliation at the end must make good."""
@@ -36,7 +40,15 @@ class Faults:
         return cls(
             publish_delay_s=float(environ.get(PUBLISH_DELAY, 0) or 0),
             eval_raise=tuple(int(step) for step in raising.split(",") if step.strip()),
+            ray_start_fails_on=environ.get(RAY_START_FAILS, ""),
         )
+
+    def ray_start_args(self, host: str, first: bool) -> list[str]:
+        """Extra arguments for ``host``'s ``ray start``: on its first, one it refuses, when asked for."""
+        if first and host == self.ray_start_fails_on:
+            log.info("testing: this host's first ray start is given a flag it refuses (%s)", RAY_START_FAILS)
+            return ["--raycluster-testing-refused-flag"]
+        return []
 
     def delay_publish(self, name: str) -> None:
         if self.publish_delay_s:

@@ -17,6 +17,7 @@ from conftest import REPO, TINY_ACT_HPS, pick, recorded_rows, run_cli
 from raycluster.checkpoints.manifest import MANIFEST
 from raycluster.checkpoints.store import LocalStore
 from raycluster.faults import PUBLISH_DELAY as TESTING_PUBLISH_DELAY
+from raycluster.faults import RAY_START_FAILS as TESTING_RAY_START_FAILS
 from raycluster.layout import OUTCOME_PORT
 from simulated import (
     assert_all_complete,
@@ -263,15 +264,20 @@ def test_a_save_that_misses_the_deadline_leaves_the_previous_checkpoint_newest(j
     assert_clean()
 
 
-def test_rank0_off_the_head_publishes_on_its_own_host_and_each_hosts_ranks_are_one_block(job, tmp_path):
+def test_rank0_off_the_head_publishes_on_its_own_host_and_each_hosts_ranks_are_one_block(job, tmp_path, monkeypatch):
     # The head trains nothing here, so rank 0 runs on another host. Two workers on each of the two training
     # hosts: Ray Train numbers them host by host, so a shard group of consecutive ranks (--cluster.sharding=hsdp)
-    # never spans two hosts.
+    # never spans two hosts. And algo-3's first `ray start` exits before its node joins (as one that misses
+    # Ray's fixed 30 s registration wait does): that host starts its node again, and the job goes on.
+    monkeypatch.setenv(TESTING_RAY_START_FAILS, "algo-3")  # the sim passes it to every host
     first = tmp_path / "first"
     hps = {**TINY_ACT_HPS, "steps": 4, "save_freq": 2, "log_freq": 2, "entry__head_trains": False}
     # Its own job: a layout no other job has (3 hosts, 4 workers, the head training nothing).
     result = job(first, 3, {**hps, "cluster__num_workers": 4}).finish()
     assert all(h["exit_code"] == 0 for h in result.values()), result
+    algo3 = (first / "algo-3" / "log.txt").read_text()
+    restarted = re.findall(r"before it joined the cluster .*: starting it again, once", algo3)
+    assert len(restarted) == 1 and "no such option" in restarted[0].lower(), restarted
     # What the checkpoint S3 URI holds: both checkpoints, complete. Rank 0's host wrote the files into its own
     # /opt/ml/checkpoints (no byte crossed to the head), the head only the commit records.
     assert LocalStore(synced_checkpoints(first)).names() == ["000002", "000004"]

@@ -13,6 +13,7 @@ import os
 
 from raycluster.cluster_config import split_cluster_args
 from raycluster.errors import UsageError
+from raycluster.faults import Faults
 from raycluster.sagemaker.entry_settings import EntrySettings
 from raycluster.sagemaker.failure import HostFailure, write_failure
 from raycluster.sagemaker.head import Head
@@ -74,7 +75,7 @@ def main(stop: StopClock) -> int:
         )
         if topology.is_head:
             return Head(topology, settings, flags, stop, reaper).run()
-        return WorkerHost(topology, settings, stop, reaper).run()
+        return WorkerHost(topology, settings, stop, reaper, Faults.from_env(os.environ)).run()
     except (UsageError, HostFailure, RuntimeError) as exc:
         write_failure(base, str(exc))
         log.error("%s", exc)

@@ -7,6 +7,7 @@ import logging
 import time
 
 from raycluster.bootstrap import RayNode, gcs_reachable, resolve, wait_for
+from raycluster.faults import NO_FAULTS, Faults
 from raycluster.layout import GCS_PORT
 from raycluster.sagemaker.entry_settings import EntrySettings
 from raycluster.sagemaker.failure import SIGTERM_REASON, HostFailure, Stopped
@@ -23,13 +24,17 @@ HEAD_ENDED = "stopped by SIGTERM; the head ended the cluster"
 
 
 class WorkerHost:
-    def __init__(self, topology: Topology, settings: EntrySettings, stop: StopClock, reaper: OrphanReaper):
-        self.topology, self.settings, self.stop, self.reaper = topology, settings, stop, reaper
+    def __init__(
+        self, topology: Topology, settings: EntrySettings, stop: StopClock, reaper: OrphanReaper,
+        faults: Faults = NO_FAULTS,
+    ):  # fmt: skip
+        self.topology, self.settings, self.stop, self.reaper, self.faults = topology, settings, stop, reaper, faults
         self.head_ip = resolve(topology.head_host)
         self.budget = StopBudget(settings.stop_timeout_s)
         self.told_of_stop = False
         self.head_ray_gone_since: float | None = None
         self.unreachable_since: float | None = None
+        self.restarted = False
 
     def run(self) -> int:
         head, wait_s = self.topology.head_host, self.settings.head_wait_s
@@ -37,14 +42,13 @@ class WorkerHost:
             raise HostFailure(f"head {head} ({self.head_ip}) did not answer within {wait_s:g}s (entry.head_wait_s)")
         if self.stop.is_set():
             raise Stopped(SIGTERM_REASON)
-        node = RayNode(node_spec(self.topology, f"{self.head_ip}:{GCS_PORT}"))
-        self.reaper.own.add(node.process.pid)
+        node = self._start_node(first=True)
         try:
             while True:
                 self._check_stop()
                 outcome = self._outcome()
                 if outcome is None:
-                    self._check_node(node)
+                    node = self._check_node(node)
                 else:
                     log.info("the head says the job ended (code %s); leaving", outcome["code"])
                     # A job stopped by SIGTERM is stopped on this host too, even if its own SIGTERM was lost.
@@ -68,9 +72,16 @@ class WorkerHost:
         if self.stop.until(self.budget.worker_gives_up_at) <= 0:
             raise Stopped("stopped by SIGTERM; the head did not end the job in time")
 
-    def _check_node(self, node: RayNode) -> None:
+    def _start_node(self, first: bool) -> RayNode:
+        extra = self.faults.ray_start_args(self.topology.current_host, first)
+        node = RayNode(node_spec(self.topology, f"{self.head_ip}:{GCS_PORT}"), extra)
+        self.reaper.own.add(node.process.pid)
+        return node
+
+    def _check_node(self, node: RayNode) -> RayNode:
+        """The node, or the one started in its place; raises once this host's node is gone for good."""
         if node.alive():
-            return
+            return node
         if self.stop.is_set():
             raise Stopped(HEAD_ENDED)
         if not gcs_reachable(self.head_ip):
@@ -79,11 +90,22 @@ class WorkerHost:
             # word is awaited as long as the stop budget gives it to publish one (a silent head fails sooner).
             self.head_ray_gone_since = self.head_ray_gone_since or time.monotonic()
             if time.monotonic() - self.head_ray_gone_since <= self.budget.outcome_by:
-                return
+                return node
             raise HostFailure(
                 f"head {self.topology.head_host}'s Ray is gone, and this host's Ray node with it; the head said "
                 f"nothing of the job within {self.budget.outcome_by:.0f}s"
             )
+        if not node.started() and not self.restarted:
+            # Ray's `ray start` waits a fixed 30 s for its raylet to register with the head: a host on a busy
+            # machine, or a head that many hosts join at once, can miss it. That node never joined: it is
+            # started again, once (the head still waits for it, up to entry.join_timeout_s).
+            self.restarted = True
+            log.warning(
+                "the Ray node on %s exited (code %s) before it joined the cluster (%s): starting it again, once",
+                self.topology.current_host, node.process.returncode, node.last_words(),
+            )  # fmt: skip
+            node.stop(timeout=5)  # its process group: a raylet left running would join as a second node
+            return self._start_node(first=False)
         raise HostFailure(
             f"the Ray node on {self.topology.current_host} exited (code {node.process.returncode}); "
             f"see {node.spec.temp_dir}/ray-start.log"
