@@ -15,7 +15,7 @@ from raycluster.checkpoints.manifest import MANIFEST, problems
 from raycluster.checkpoints.part_store import PartStore
 from raycluster.checkpoints.parts import Complete, GivenUp, Part, PartSet
 from raycluster.checkpoints.store import LocalStore
-from raycluster.checkpoints.transfer import fetch_directory
+from raycluster.checkpoints.transfer import fetch_directory, send_directory
 from raycluster.training.resume import final_checkpoint
 from raycluster.training.shipping import outcome
 
@@ -296,3 +296,29 @@ def test_a_fetched_part_that_is_not_what_the_record_says_is_quarantined(local_ra
     aside = list((hosts.roots[0] / "quarantine").iterdir())  # moved aside, not deleted
     assert [p.name[:6] for p in aside] == ["000001"] and (aside[0] / MANIFEST).is_file()
     shutil.rmtree(tmp_path / "fetched", ignore_errors=True)
+
+
+@pytest.mark.cluster  # a local Ray of this module's
+def test_a_resume_names_the_host_whose_part_store_is_gone_and_takes_the_newest_checkpoint_within_reach(
+    local_ray, tmp_path
+):
+    hosts = Hosts(tmp_path, 3)
+    whole = tmp_path / "whole" / "000001" / "pretrained_model"
+    whole.mkdir(parents=True)
+    (whole / "config.json").write_text("{}")
+    send_directory(hosts.keeper, whole.parent, "000001")  # published whole into the keeper's own root
+    ray.get(hosts.save(tmp_path, "000002", 1))
+    assert outcome(hosts.keeper, "000002", deadline_s=30) is None
+    ray.kill(hosts.stores[2], no_restart=True)  # host 3's part store dies; its files stay on its disk
+    assert ray.get(hosts.keeper.newest_complete.remote()) == "000001"  # 000002's part 2 is out of reach
+    assert LocalStore(hosts.roots[0] / "checkpoints").names() == ["000001", "000002"]  # passed over, not moved aside
+    # Nothing within reach: the resume fails naming the host, never starts from scratch.
+    only_parts = Hosts(tmp_path / "parts", 2)
+    ray.get(only_parts.save(tmp_path / "parts", "000003", 1))
+    assert outcome(only_parts.keeper, "000003", deadline_s=30) is None
+    ray.kill(only_parts.stores[1], no_restart=True)
+    address = ray.nodes()[0]["NodeManagerAddress"]
+    with pytest.raises(
+        ray.exceptions.RayTaskError, match=f"checkpoint 000003 has parts on {address} .*no longer answer"
+    ):
+        ray.get(only_parts.keeper.newest_complete.remote())

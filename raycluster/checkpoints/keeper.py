@@ -65,6 +65,7 @@ class CheckpointKeeper(PartCommits, FetchServing):
         self.commits = Commits(part_deadline_s)
         self._deleting: set[str] = set()
         self.part_stores: list = []
+        self.node_of: dict = {}
         self.curves = None
         # Checkpoints retention spares: each from its commit until its evaluation's outcome, and the best.
         self.holds = Holds(faults)
@@ -72,6 +73,8 @@ class CheckpointKeeper(PartCommits, FetchServing):
     def attach(self, part_stores: list, curves=None) -> None:
         """Every host's part store (retention deletes on all of them), and the curves to mark publishes in."""
         self.part_stores, self.curves = part_stores, curves
+        nodes = ray.get([s.node_id.remote() for s in part_stores], timeout=60)  # asked while every host is up
+        self.node_of = dict(zip(part_stores, nodes, strict=True))  # so a resume can name a host that is gone
 
     def attach_evals(self, evals) -> None:
         """The evaluation keeper: told of every commit, after the checkpoint is held for it."""
@@ -167,41 +170,6 @@ class CheckpointKeeper(PartCommits, FetchServing):
                 self.commits.holders.pop(name, None)
                 self._deleting.discard(name)
             log.info("retention (keep %d): deleted checkpoint %s", self.keep, name)
-
-    # -- handing back -----------------------------------------------------------------------------
-    def newest_complete(self) -> str | None:
-        """The newest checkpoint that passes its manifest; incomplete ones are moved aside, not deleted.
-        One committed here from other hosts' parts is checked where it is read: by every fetch of it. The
-        answer is held against retention for one read lease, so the fetches that follow find it."""
-        name = self._newest_complete()
-        if name is not None:
-            with self._lock:
-                self._readers[name] += 1  # never released: the lease alone holds it, until the fetches begin
-                self._read_at[name] = time.monotonic()
-        return name
-
-    def _newest_complete(self) -> str | None:
-        for name in reversed(self.store.names()):
-            with self._lock:
-                if name in self._publishing or name in self.commits.placing:  # not complete yet, nor broken
-                    continue
-            if name in self.commits.holders:
-                return name
-            reason = self._problems(name)
-            if reason is None:
-                return name
-            self.store.quarantine(name, reason)
-            self.commits.complete.discard(name)
-        return None
-
-    def _problems(self, name: str) -> str | None:
-        """Why ``name`` is not complete. An S3 root is checked by its listing (names and sizes): reading every
-        object here would double what a resume reads from S3. An object of the right size with other bytes is
-        found by the fetch, which moves the checkpoint aside, so it costs one restart, never every one."""
-        reason = self.store.problems(name)
-        if reason is None:
-            self.commits.complete.add(name)
-        return reason
 
     def complete_names(self) -> list[str]:
         """Every complete checkpoint, oldest step first: each checked against its manifest once in this keeper's

@@ -1,22 +1,95 @@
-"""The keeper's side of a fetch: which host serves each file of a checkpoint, and the read lease that holds a
-checkpoint against retention while nodes assemble it. Mixed into ``CheckpointKeeper``, whose state it shares."""
+"""The keeper's side of a resume: which checkpoint it takes, which host serves each file of it, and the read lease
+that holds it against retention while nodes assemble it. Mixed into ``CheckpointKeeper``, whose state it shares."""
 
 from __future__ import annotations
 
+import logging
 import time
 
 import ray
 
 from raycluster.checkpoints.manifest import CHUNK_BYTES
 
+log = logging.getLogger(__name__)
+
+PING_TIMEOUT_S = 10.0
+"""How long a part store may take to answer before its host counts as gone for a resume."""
+
 
 class FetchServing:
+    def newest_complete(self) -> str | None:
+        """The newest checkpoint that passes its manifest; incomplete ones are moved aside, not deleted.
+        One committed here from other hosts' parts is checked where it is read: by every fetch of it. The
+        answer is held against retention for one read lease, so the fetches that follow find it."""
+        name = self._newest_complete()
+        if name is not None:
+            with self._lock:
+                self._readers[name] += 1  # never released: the lease alone holds it, until the fetches begin
+                self._read_at[name] = time.monotonic()
+        return name
+
+    def _newest_complete(self) -> str | None:
+        # One with parts on hosts that are gone is passed over (named), never quarantined: its files are intact
+        # where they lie (on SageMaker in S3 too, and a new job gets them back).
+        out_of_reach = []
+        for name in reversed(self.store.names()):
+            with self._lock:
+                if name in self._publishing or name in self.commits.placing:  # not complete yet, nor broken
+                    continue
+            if name in self.commits.holders:
+                gone = self.gone_holders(name)
+                if not gone:
+                    return name
+                out_of_reach.append(f"checkpoint {name} has parts on {', '.join(gone)}, which no longer answer")
+                log.warning("%s: resuming from an older checkpoint", out_of_reach[-1])
+                continue
+            reason = self._problems(name)
+            if reason is None:
+                return name
+            self.store.quarantine(name, reason)
+            self.commits.complete.discard(name)
+        if out_of_reach:  # never a silent start from scratch
+            raise RuntimeError(f"no checkpoint can be resumed from: {'; '.join(out_of_reach)}")
+        return None
+
+    def _problems(self, name: str) -> str | None:
+        """Why ``name`` is not complete. An S3 root is checked by its listing (names and sizes): reading every
+        object here would double what a resume reads from S3. An object of the right size with other bytes is
+        found by the fetch, which moves the checkpoint aside, so it costs one restart, never every one."""
+        reason = self.store.problems(name)
+        if reason is None:
+            self.commits.complete.add(name)
+        return reason
+
     def sources(self, name: str) -> dict[str, object]:
         """Who serves each file of ``name`` to a fetch: the host whose part it was, when committed here from
-        parts; this keeper otherwise (its root holds the whole checkpoint: restored, local or S3)."""
+        parts to hosts' own roots; this keeper otherwise (its root holds the whole checkpoint: restored, local,
+        or S3, which any host reads)."""
         me = ray.get_runtime_context().current_actor
         manifest = self.store.manifest(name)
-        return {relpath: self.commits.holders.get(name, {}).get(relpath, me) for relpath in manifest}
+        holders = {} if self.store.shared else self.commits.holders.get(name, {})
+        return {relpath: holders.get(relpath, me) for relpath in manifest}
+
+    def gone_holders(self, name: str) -> list[str]:
+        """The hosts that hold parts of ``name`` and do not answer (the host left the cluster, or its part store
+        died), by address: a fetch of ``name`` would fail at their files. None on a shared root (S3)."""
+        holders = set() if self.store.shared else set(self.commits.holders.get(name, {}).values())
+        pings = {holder.node_id.remote(): holder for holder in holders}
+        ready, _ = ray.wait(list(pings), num_returns=len(pings), timeout=PING_TIMEOUT_S) if pings else ([], [])
+        gone = []
+        for ref, holder in pings.items():
+            try:
+                answered = ref in ready and ray.get(ref)
+            except Exception:  # its actor or its node died
+                answered = False
+            if not answered:
+                gone.append(self._host_of(holder))
+        return sorted(gone)
+
+    def _host_of(self, holder) -> str:
+        node = self.node_of.get(holder, "")
+        address = next((n["NodeManagerAddress"] for n in ray.nodes() if n["NodeID"] == node), "an unknown host")
+        return f"{address} (node {node[:12]})"
 
     def manifest(self, name: str) -> dict[str, dict]:
         """The start of a fetch: ``name`` is kept until ``release``."""

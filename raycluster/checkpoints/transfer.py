@@ -43,7 +43,8 @@ def send_directory(keeper, source: Path, name: str) -> str:
 
 
 READ_TIMEOUT_S = 120.0
-"""One chunk from another host: a host that does not answer in this long fails the fetch (and the attempt)."""
+"""One chunk from another host, or one answer of the keeper's: a host that does not answer in this long fails
+the fetch (and the attempt)."""
 
 
 def _copy_from(source, keeper, name: str, relpath: str, path: Path) -> None:
@@ -60,14 +61,16 @@ def fetch_directory(keeper, name: str, target: Path, local=None, only: str = "")
     come from the host that holds each (an S3 root: ``local`` reads each file's own object, nothing more). What
     arrives is checked against the manifest: a checkpoint that is not what it says is quarantined at the keeper
     and refused here. True if anything was fetched."""
-    manifest = ray.get(keeper.manifest.remote(name))  # holds `name` against retention until released
+    # Holds `name` against retention until released.
+    manifest = ray.get(keeper.manifest.remote(name), timeout=READ_TIMEOUT_S)
     manifest = {r: e for r, e in manifest.items() if not only or Path(r).parts[0] == only}
     try:
         if target.is_dir() and problems(target, manifest) is None:
             return False
-        sources = ray.get(keeper.sources.remote(name))
-        held = ray.get(local.local_files.remote(name, manifest)) if local is not None else {}
-        if local is not None and ray.get(local.shared_root.remote()):  # S3: this node's host reads it itself
+        sources = ray.get(keeper.sources.remote(name), timeout=READ_TIMEOUT_S)
+        held = ray.get(local.local_files.remote(name, manifest), timeout=READ_TIMEOUT_S) if local is not None else {}
+        # An S3 root: this node's own part store reads each file from S3, and no other host reads a byte for it.
+        if local is not None and ray.get(local.shared_root.remote(), timeout=READ_TIMEOUT_S):
             sources = dict.fromkeys(manifest, local)
         staged = target.with_name(f".{target.name}.fetching-{os.getpid()}")
         shutil.rmtree(staged, ignore_errors=True)
@@ -83,7 +86,7 @@ def fetch_directory(keeper, name: str, target: Path, local=None, only: str = "")
             raise
         if reason is not None:
             shutil.rmtree(staged, ignore_errors=True)
-            ray.get(keeper.quarantine.remote(name, f"fetched: {reason}"))
+            ray.get(keeper.quarantine.remote(name, f"fetched: {reason}"), timeout=READ_TIMEOUT_S)
             raise RuntimeError(f"checkpoint {name} is not what its manifest says ({reason}): moved aside")
     finally:
         keeper.release.remote(name)

@@ -25,6 +25,11 @@ log = logging.getLogger(__name__)
 PUBLISH_SETTLE_S = 300.0
 """How long a restart waits for a publish the failed attempt left under way (every part of it had arrived: the
 hosts are placing theirs) before resuming without it."""
+ANSWER_S = 60.0
+"""How long the keeper may take to answer a call of the resume path that does no I/O of its size."""
+CHECK_S = 900.0
+"""How long the keeper may take to say which checkpoint a resume takes (it reads the newest one's every file
+against its record: minutes for a large one)."""
 
 
 @dataclass(frozen=True)
@@ -59,11 +64,11 @@ def decide_start(args: list[str], keeper, cfg, attempt: int, local_steps: list[i
     if keeper is not None:
         # From here on no part of an earlier attempt is combined with anything; one whose every part had
         # arrived may still be being placed: waited for (polled, bounded), then the newest complete is taken.
-        ray.get(keeper.begin_attempt.remote(attempt))
+        ray.get(keeper.begin_attempt.remote(attempt), timeout=ANSWER_S)
         deadline = time.monotonic() + PUBLISH_SETTLE_S
-        while ray.get(keeper.publishing.remote()) and time.monotonic() < deadline:
+        while ray.get(keeper.publishing.remote(), timeout=ANSWER_S) and time.monotonic() < deadline:
             time.sleep(0.2)
-        kept = ray.get(keeper.newest_complete.remote())
+        kept = ray.get(keeper.newest_complete.remote(), timeout=CHECK_S)
     source = resume_source(int(kept) if kept else None, local_steps, attempt)
     if source is not None and source[0] == "keeper":
         log.info("attempt %d: resuming from the keeper's checkpoint %s", attempt, kept)
@@ -100,7 +105,11 @@ def final_checkpoint(keeper, output_dir: Path, published: list[str], local_store
     if not published or (local is not None and int(local.name) > int(published[-1])):
         return local
     name = published[-1]
-    if local is not None and local.name == name and not ray.get(keeper.has_parts_elsewhere.remote(name)):
+    if (
+        local is not None
+        and local.name == name
+        and not ray.get(keeper.has_parts_elsewhere.remote(name), timeout=ANSWER_S)
+    ):
         return local
     target = checkpoints_dir(output_dir).with_name("published") / name
     fetch_directory(keeper, name, target, local_store, only=PRETRAINED_MODEL)
