@@ -80,7 +80,8 @@ def pytest_runtest_teardown(item, nextitem):
 
 def check(item, watch: Watch, ray_tmp: Path, saved: str | None) -> None:
     seen = watch.stop()
-    os.environ.pop("RAY_TMPDIR") if saved is None else os.environ.__setitem__("RAY_TMPDIR", saved)
+    # At the session's end the environment may be restored already (the session fixtures go first).
+    os.environ.pop("RAY_TMPDIR", None) if saved is None else os.environ.__setitem__("RAY_TMPDIR", saved)
     sessions = sorted(p.name for p in ray_tmp.glob("ray/session_*"))
     shutil.rmtree(ray_tmp, ignore_errors=True)
     if seen or sessions:

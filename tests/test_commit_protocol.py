@@ -322,3 +322,17 @@ def test_a_resume_names_the_host_whose_part_store_is_gone_and_takes_the_newest_c
         ray.exceptions.RayTaskError, match=f"checkpoint 000003 has parts on {address} .*no longer answer"
     ):
         ray.get(only_parts.keeper.newest_complete.remote())
+
+
+@pytest.mark.cluster  # a local Ray of this module's
+def test_a_second_run_on_node_local_roots_resumes_from_the_newest_sharded_checkpoint(local_ray, tmp_path):
+    # A cluster kept up (or a local multi-node one) runs again: its new keeper finds the record in its own root
+    # and each host's part in that host's root, and takes it, instead of moving it aside as incomplete.
+    first = Hosts(tmp_path, 3)
+    ray.get(first.save(tmp_path, "000004", 1))
+    assert outcome(first.keeper, "000004", deadline_s=30) is None
+    second = Hosts(tmp_path, 3)  # the same roots
+    assert ray.get(second.keeper.newest_complete.remote()) == "000004"
+    assert fetch_directory(second.keeper, "000004", tmp_path / "resumed" / "000004", second.stores[0])
+    assert problems(tmp_path / "resumed" / "000004", first.record("000004")) is None
+    assert not (first.roots[0] / "quarantine").exists()

@@ -43,6 +43,8 @@ class FetchServing:
                 out_of_reach.append(f"checkpoint {name} has parts on {', '.join(gone)}, which no longer answer")
                 log.warning("%s: resuming from an older checkpoint", out_of_reach[-1])
                 continue
+            if self._found_on_hosts(name):
+                return name
             reason = self._problems(name)
             if reason is None:
                 return name
@@ -51,6 +53,33 @@ class FetchServing:
         if out_of_reach:  # never a silent start from scratch
             raise RuntimeError(f"no checkpoint can be resumed from: {'; '.join(out_of_reach)}")
         return None
+
+    def _found_on_hosts(self, name: str) -> bool:
+        """``name`` was committed from parts by an earlier run on node-local roots (a cluster kept up, a local
+        multi-node cluster): its record is in this root, its files on the hosts that placed them. Found there,
+        every file at its size on a host that answers, it is a resume's to take (its bytes checked by the fetch)."""
+        record = self.store.manifest(name)
+        if self.store.shared or record is None or len({e.get("part", 0) for e in record.values()}) < 2:
+            return False
+        asked = {store.local_files.remote(name, record): store for store in self.part_stores}
+        ready, _ = ray.wait(list(asked), num_returns=len(asked), timeout=PING_TIMEOUT_S) if asked else ([], [])
+        holders = {}
+        for ref in ready:
+            try:
+                held = ray.get(ref)
+            except Exception:  # a host gone: what it held is not within reach
+                continue
+            for relpath in held:
+                holders.setdefault(relpath, asked[ref])
+        if holders.keys() != record.keys():
+            return False
+        with self._lock:
+            self.commits.holders[name] = holders
+            self.commits.complete.add(name)
+        log.info(
+            "checkpoint %s: its parts found on %d hosts' roots (an earlier run's)", name, len(set(holders.values()))
+        )
+        return True
 
     def _problems(self, name: str) -> str | None:
         """Why ``name`` is not complete. An S3 root is checked by its listing (names and sizes): reading every
