@@ -104,6 +104,7 @@ class RayNode:
         scratch.mkdir(exist_ok=True)
         log_path = spec.temp_dir / "ray-start.log"
         self._log = log_path.open("ab")
+        self._log_from = self._log.tell()  # what an earlier node of this temp dir wrote is not this one's
         self.process = subprocess.Popen(
             spec.command() + (extra_args or []),
             env={**os.environ, **FAST_FAILURE_ENV, "TMPDIR": str(scratch), **spec.env},
@@ -118,7 +119,9 @@ class RayNode:
 
     def _log_text(self) -> str:
         try:
-            return ANSI.sub("", (self.spec.temp_dir / "ray-start.log").read_text(errors="replace"))
+            with (self.spec.temp_dir / "ray-start.log").open("rb") as f:
+                f.seek(self._log_from)
+                return ANSI.sub("", f.read().decode(errors="replace"))
         except OSError:
             return ""
 

@@ -10,6 +10,7 @@ import time
 import pytest
 import ray
 
+from raycluster.checkpoints.commits import Commits
 from raycluster.checkpoints.keeper import CheckpointKeeper
 from raycluster.checkpoints.manifest import MANIFEST, problems
 from raycluster.checkpoints.part_store import PartStore
@@ -137,6 +138,21 @@ def test_parts_of_a_stale_attempt_that_arrive_after_the_restart_are_said_once_an
     later = [parts.arrived("000100", 1, 3, part(n), now=1.0) for n in (1, 2)]
     assert [(d.late, [p.part for p in d.parts]) for (d,) in later] == [(True, [1]), (True, [2])]
     assert parts.pending_names() == set()
+
+
+def test_an_older_attempts_failure_of_a_step_never_decides_the_newer_attempts_outcome_of_it():
+    # Attempt 1's step 100 is abandoned by the restart; attempt 2 saves step 100 again, and rank 0 asks for its
+    # outcome once its own part is in: the answer is attempt 2's, never attempt 1's failure.
+    commits = Commits()
+    commits.arrived("000100", 1, part(0), 2, now=0.0)
+    commits.begin_attempt(2, now=1.0)
+    assert commits.outcome("000100", now=1.0)[0] == (True, "abandoned by a restart")
+    commits.failed("000100", 1, 1, "its part store died", now=1.5)  # attempt 1's other host, late: said once
+    assert commits.failed("000100", 1, 1, "its part store died", now=1.6) == []
+    commits.arrived("000100", 2, part(0), 2, now=2.0)
+    assert commits.outcome("000100", now=2.0)[0] == (False, None)  # pending: attempt 2's other part is to come
+    commits.failed("000100", 1, 1, "told again, after the restart", now=2.5)
+    assert commits.outcome("000100", now=2.5)[0] == (False, None)
 
 
 def test_a_set_given_up_is_never_reopened_by_a_late_part():
@@ -336,3 +352,15 @@ def test_a_second_run_on_node_local_roots_resumes_from_the_newest_sharded_checkp
     assert fetch_directory(second.keeper, "000004", tmp_path / "resumed" / "000004", second.stores[0])
     assert problems(tmp_path / "resumed" / "000004", first.record("000004")) is None
     assert not (first.roots[0] / "quarantine").exists()
+
+
+@pytest.mark.cluster  # a local Ray of this module's
+def test_a_failed_placements_late_removal_spares_a_newer_attempts_part_of_the_same_step(local_ray, tmp_path):
+    hosts = Hosts(tmp_path, 2)
+    ray.get(hosts.save(tmp_path, "000005", 2))
+    assert outcome(hosts.keeper, "000005", deadline_s=30) is None
+    part = hosts.roots[1] / "checkpoints" / "000005" / "pretrained_model" / "pytorch_model_fsdp_0" / "__1_0.distcp"
+    ray.get(hosts.stores[1].delete.remote("000005", 1))  # attempt 1's failed placement, its word arriving late
+    assert part.read_text() == "attempt 2 host 1"
+    ray.get(hosts.stores[1].delete.remote("000005"))  # retention: every attempt's
+    assert not part.exists()

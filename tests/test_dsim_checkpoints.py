@@ -68,7 +68,8 @@ def test_one_seed():
     finally:
         print(f"{world.sim.events} events; picks {sorted((p.attempt, p.name) for p in world.picks)}")
         print(f"committed {sorted(world.completed)}; not published:")
-        print("\n".join(f"  {name}: {reason}" for name, reason in sorted(world.commits.failures.items())))
+        failures = sorted(world.commits.failures.items())
+        print("\n".join(f"  {name} (attempt {attempt}): {reason}" for name, (attempt, reason) in failures))
 
 
 @pytest.mark.parametrize(

@@ -45,8 +45,9 @@ class Commits:
         self.placing: dict[str, Placing] = {}
         self.complete: set[str] = set()
         """Every name known complete: committed here, or checked against its record by the keeper."""
-        self.failures: dict[str, str] = {}
-        """Every checkpoint not published (and not published since), with its cause."""
+        self.failures: dict[str, tuple[int, str]] = {}
+        """Every checkpoint not published (and not published since): the attempt it failed in, and the cause. A
+        newer attempt's part of the same step clears it, so rank 0 never reads an older attempt's outcome."""
         self.holders: dict[str, dict[str, object]] = {}
         """Committed here from parts: who holds each file (another host's root, on SageMaker)."""
 
@@ -68,6 +69,8 @@ class Commits:
         return self.pacer.current(), effects
 
     def arrived(self, name: str, attempt: int, part: Part, parts: int, now: float) -> list[Effect]:
+        if self.failures.get(name, (attempt,))[0] < attempt:  # an older attempt's failure of this step
+            del self.failures[name]
         return self._decide(self.parts.arrived(name, attempt, parts, part, now), now)
 
     def failed(self, name: str, attempt: int, part: int, cause: str, now: float) -> list[Effect]:
@@ -122,7 +125,8 @@ class Commits:
         if name in self.complete:
             return (True, None), effects
         pending = name in self.parts.pending_names() or name in self.placing
-        return (not pending and name in self.failures, self.failures.get(name)), effects
+        failed = self.failures.get(name)
+        return (not pending and failed is not None, failed[1] if failed else None), effects
 
     def _expired(self, now: float) -> list[Effect]:
         """Every deadline, checked at every call that may come when nothing else does (a pick, an outcome)."""
@@ -139,8 +143,7 @@ class Commits:
                 effects += [Discard(p.holder, d.name, d.attempt, p.part) for p in d.parts]
                 if d.late:  # said when its set was given up: one line per checkpoint, not one per late part
                     continue
-                if d.name not in self.complete:
-                    self.failures[d.name] = d.reason
+                self._failed(d.name, d.attempt, d.reason)
                 line = f"checkpoint {d.name} (attempt {d.attempt}) not published: {d.reason}"
                 effects.append(Said(logging.WARNING, line))
                 continue
@@ -149,6 +152,11 @@ class Commits:
             whole = commit_record(d) if len(d.parts) == 1 else None
             effects += [Place(p.holder, d.name, d.attempt, p.part, p.manifest, whole) for p in d.parts.values()]
         return effects
+
+    def _failed(self, name: str, attempt: int, reason: str) -> None:
+        """``name`` failed in ``attempt`` (never over a newer attempt's word, nor over a complete checkpoint)."""
+        if name not in self.complete and self.failures.get(name, (attempt,))[0] <= attempt:
+            self.failures[name] = (attempt, reason)
 
     def _refused(self, name: str) -> str | None:
         if name in self.complete:
@@ -161,9 +169,12 @@ class Commits:
         """What was placed is no checkpoint, and goes from every host."""
         name = placing.complete.name
         del self.placing[name]
-        self.failures[name] = reason
+        self._failed(name, placing.complete.attempt, reason)
         line = f"checkpoint {name} (attempt {placing.complete.attempt}) not published: {reason}"
-        return [*(Remove(p.holder, name) for p in placing.complete.parts.values()), Said(logging.ERROR, line)]
+        return [
+            *(Remove(p.holder, name, placing.complete.attempt) for p in placing.complete.parts.values()),
+            Said(logging.ERROR, line),
+        ]
 
     @staticmethod
     def _paced(pick: Pick | None) -> list[Effect]:

@@ -54,10 +54,12 @@ class Discard:
 
 @dataclass(frozen=True)
 class Remove:
-    """Ask ``holder`` to remove what it placed of ``name``: the placement failed, so it is no checkpoint."""
+    """Ask ``holder`` to remove what it placed of ``name`` in ``attempt``: the placement failed, so it is no
+    checkpoint (a newer attempt's part of the same step, placed there since, stays: this word may come late)."""
 
     holder: object
     name: str
+    attempt: int
 
 
 @dataclass(frozen=True)

@@ -154,8 +154,8 @@ class CheckpointKeeper(PartCommits, FetchServing):
         complete = self.complete_names()
         for name in complete[: -self.keep]:
             with self._lock:  # from here on no fetch may start on it
-                if name in self.holds:
-                    continue
+                if name in self.holds or name in self._publishing or name in self.commits.placing:
+                    continue  # held, or (a step saved again) being published anew: its record may be new
                 if self._readers[name] and time.monotonic() - self._read_at[name] < self.read_lease_s:
                     log.info("retention: checkpoint %s is being fetched; deleted at a later save", name)
                     continue

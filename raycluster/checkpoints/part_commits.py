@@ -75,22 +75,29 @@ class PartCommits:
     def failures_by_name(self) -> dict[str, str]:
         """Every checkpoint not published (and not published since), with its cause."""
         with self._lock:
-            return dict(self.commits.failures)
+            return {name: reason for name, (_, reason) in self.commits.failures.items()}
 
     def _carry_out(self, effects: list[Effect]) -> None:
         for effect in effects:
-            if isinstance(effect, Place):
-                effect.holder.place.remote(effect.name, effect.attempt, effect.part, effect.manifest, effect.whole)
-            elif isinstance(effect, Discard):
-                effect.holder.discard.remote(effect.name, effect.attempt, effect.part)
-            elif isinstance(effect, Remove):
-                effect.holder.delete.remote(effect.name)
-            elif isinstance(effect, Record):
-                self._record(effect)
-            elif isinstance(effect, Published):
-                self._published(effect)
-            elif isinstance(effect, Said):
-                log.log(effect.level, "%s", effect.line)
+            try:
+                self._carry_out_one(effect)
+            except Exception as exc:  # one that fails (an S3 error in retention, say) never drops the rest
+                log.error("checkpoint keeper: %s of %s failed: %s", type(effect).__name__, getattr(effect, "name", ""),
+                          exc)  # fmt: skip
+
+    def _carry_out_one(self, effect: Effect) -> None:
+        if isinstance(effect, Place):
+            effect.holder.place.remote(effect.name, effect.attempt, effect.part, effect.manifest, effect.whole)
+        elif isinstance(effect, Discard):
+            effect.holder.discard.remote(effect.name, effect.attempt, effect.part)
+        elif isinstance(effect, Remove):
+            effect.holder.delete.remote(effect.name, effect.attempt)
+        elif isinstance(effect, Record):
+            self._record(effect)
+        elif isinstance(effect, Published):
+            self._published(effect)
+        elif isinstance(effect, Said):
+            log.log(effect.level, "%s", effect.line)
 
     def _record(self, record: Record) -> None:
         try:

@@ -21,6 +21,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from raycluster.checkpoints.manifest import CHUNK_BYTES, MANIFEST, manifest_of
+from raycluster.checkpoints.parts import remember
 from raycluster.checkpoints.store import open_store
 from raycluster.faults import NO_FAULTS, Faults
 
@@ -43,6 +44,8 @@ class PartStore:
         self.store, self.keeper, self.faults = open_store(root), keeper, faults
         Path(staging_dir).mkdir(parents=True, exist_ok=True)
         self.staging = Path(tempfile.mkdtemp(prefix="raycluster-parts-", dir=staging_dir))
+        self._placed: dict[str, int] = {}
+        """Which attempt's part of each recent checkpoint lies in this root (so a late removal spares a newer one)."""
 
     def _staged(self, name: str, attempt: int, part: int) -> Path:
         return self.staging / f"{name}.attempt{attempt}.part{part}"
@@ -87,14 +90,19 @@ class PartStore:
             shutil.rmtree(staged, ignore_errors=True)
             self.keeper.part_placed.remote(name, attempt, part, f"{type(exc).__name__}: {exc}")
             return
+        remember(self._placed, name, attempt)
         self.keeper.part_placed.remote(name, attempt, part, None)
 
     def discard(self, name: str, attempt: int, part: int) -> None:
         shutil.rmtree(self._staged(name, attempt, part), ignore_errors=True)
 
-    def delete(self, name: str) -> None:
-        """Retention or a failed publish: this host's files of ``name`` (SageMaker mirrors the delete to S3,
-        which is why only the keeper decides it, for a checkpoint no one needs any more)."""
+    def delete(self, name: str, attempt: int | None = None) -> None:
+        """Retention (every attempt's) or a failed placement (``attempt``'s): this host's files of ``name``
+        (SageMaker mirrors the delete to S3, which is why only the keeper decides it, for a checkpoint no one needs
+        any more). A failed placement's word may come after a newer attempt placed its part: that part stays."""
+        if attempt is not None and self._placed.get(name, attempt) != attempt:
+            return
+        self._placed.pop(name, None)
         if name in self.store.names():
             self.store.delete(name)
 

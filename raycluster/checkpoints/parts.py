@@ -136,8 +136,11 @@ class PartSet:
     def failed(self, name: str, attempt: int, part: int, cause: str) -> list[GivenUp]:
         """``part`` could not be staged: the checkpoint fails, and its parts, here or still to come, are removed."""
         key, reason = (name, attempt), f"part {part} failed: {cause}"
-        if attempt < self.newest_attempt:  # a stale attempt's part: nothing of it is wanted anyway
-            return [GivenUp(name, attempt, [], f"{reason} (attempt {attempt}, abandoned)")]
+        if attempt < self.newest_attempt:  # a stale attempt's part: nothing of it is wanted anyway (said once)
+            said = key in self._failed
+            if not said:
+                remember(self._failed, key, f"{reason} (attempt {attempt}, abandoned)")
+            return [GivenUp(name, attempt, [], self._failed[key], late=said)]
         if key in self._failed or key in self._complete:  # decided already (a failure told twice, say)
             return []
         remember(self._failed, key, reason)

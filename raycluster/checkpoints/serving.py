@@ -31,20 +31,28 @@ class FetchServing:
     def _newest_complete(self) -> str | None:
         # One with parts on hosts that are gone is passed over (named), never quarantined: its files are intact
         # where they lie (on SageMaker in S3 too, and a new job gets them back).
-        out_of_reach = []
+        out_of_reach: list[str] = []
+        answered: dict = {}  # each part store asked once a call, however many checkpoints it holds parts of
         for name in reversed(self.store.names()):
             with self._lock:
                 if name in self._publishing or name in self.commits.placing:  # not complete yet, nor broken
                     continue
             if name in self.commits.holders:
-                gone = self.gone_holders(name)
+                gone = self.gone_holders(name, answered)
                 if not gone:
                     return name
                 out_of_reach.append(f"checkpoint {name} has parts on {', '.join(gone)}, which no longer answer")
                 log.warning("%s: resuming from an older checkpoint", out_of_reach[-1])
                 continue
-            if self._found_on_hosts(name):
+            found, silent = self._found_on_hosts(name, answered)
+            if found:
                 return name
+            if silent:
+                out_of_reach.append(
+                    f"checkpoint {name} has files on no host that answers ({', '.join(silent)} did not)"
+                )
+                log.warning("%s: resuming from an older checkpoint", out_of_reach[-1])
+                continue
             reason = self._problems(name)
             if reason is None:
                 return name
@@ -54,31 +62,41 @@ class FetchServing:
             raise RuntimeError(f"no checkpoint can be resumed from: {'; '.join(out_of_reach)}")
         return None
 
-    def _found_on_hosts(self, name: str) -> bool:
+    def _found_on_hosts(self, name: str, answered: dict) -> tuple[bool, list[str]]:
         """``name`` was committed from parts by an earlier run on node-local roots (a cluster kept up, a local
         multi-node cluster): its record is in this root, its files on the hosts that placed them. Found there,
-        every file at its size on a host that answers, it is a resume's to take (its bytes checked by the fetch)."""
-        record = self.store.manifest(name)
-        if self.store.shared or record is None or len({e.get("part", 0) for e in record.values()}) < 2:
-            return False
-        asked = {store.local_files.remote(name, record): store for store in self.part_stores}
+        every file at its size on a host that answers, it is a resume's to take (its bytes checked by the fetch).
+        Else: the hosts that did not answer (none: every host answered, and the files are not there)."""
+        record = None if self.store.shared else self.store.manifest(name)
+        if record is None or len({e.get("part", 0) for e in record.values()}) < 2 or self._held_here(name, record):
+            return False, []
+        stores = [store for store in self.part_stores if answered.get(store, True)]
+        asked = {store.local_files.remote(name, record): store for store in stores}
         ready, _ = ray.wait(list(asked), num_returns=len(asked), timeout=PING_TIMEOUT_S) if asked else ([], [])
         holders = {}
-        for ref in ready:
+        for ref, store in asked.items():
             try:
-                held = ray.get(ref)
-            except Exception:  # a host gone: what it held is not within reach
-                continue
-            for relpath in held:
-                holders.setdefault(relpath, asked[ref])
+                held = ray.get(ref) if ref in ready else None
+            except Exception:  # its actor or its node died
+                held = None
+            answered[store] = held is not None
+            for relpath in held or {}:
+                holders.setdefault(relpath, store)
         if holders.keys() != record.keys():
-            return False
+            return False, sorted(self._host_of(store) for store in self.part_stores if not answered.get(store))
         with self._lock:
             self.commits.holders[name] = holders
             self.commits.complete.add(name)
-        log.info(
-            "checkpoint %s: its parts found on %d hosts' roots (an earlier run's)", name, len(set(holders.values()))
-        )
+        hosts = len(set(holders.values()))
+        log.info("checkpoint %s: its parts found on %d hosts' roots (an earlier run's)", name, hosts)
+        return True, []
+
+    def _held_here(self, name: str, record: dict[str, dict]) -> bool:
+        """Every file of ``record`` is in this keeper's root at its size (a root SageMaker restored whole)."""
+        for relpath, entry in record.items():
+            path = self.store.local_file(name, relpath)
+            if path is None or not path.is_file() or path.stat().st_size != entry["size"]:
+                return False
         return True
 
     def _problems(self, name: str) -> str | None:
@@ -99,21 +117,19 @@ class FetchServing:
         holders = {} if self.store.shared else self.commits.holders.get(name, {})
         return {relpath: holders.get(relpath, me) for relpath in manifest}
 
-    def gone_holders(self, name: str) -> list[str]:
+    def gone_holders(self, name: str, answered: dict) -> list[str]:
         """The hosts that hold parts of ``name`` and do not answer (the host left the cluster, or its part store
-        died), by address: a fetch of ``name`` would fail at their files. None on a shared root (S3)."""
+        died), by address: a fetch of ``name`` would fail at their files. None on a shared root (S3).
+        ``answered``: what each part store said before, in this call (it is not asked again)."""
         holders = set() if self.store.shared else set(self.commits.holders.get(name, {}).values())
-        pings = {holder.node_id.remote(): holder for holder in holders}
+        pings = {holder.node_id.remote(): holder for holder in holders if holder not in answered}
         ready, _ = ray.wait(list(pings), num_returns=len(pings), timeout=PING_TIMEOUT_S) if pings else ([], [])
-        gone = []
         for ref, holder in pings.items():
             try:
-                answered = ref in ready and ray.get(ref)
+                answered[holder] = ref in ready and bool(ray.get(ref))
             except Exception:  # its actor or its node died
-                answered = False
-            if not answered:
-                gone.append(self._host_of(holder))
-        return sorted(gone)
+                answered[holder] = False
+        return sorted(self._host_of(holder) for holder in holders if not answered[holder])
 
     def _host_of(self, holder) -> str:
         node = self.node_of.get(holder, "")

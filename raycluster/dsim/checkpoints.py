@@ -37,6 +37,12 @@ class Host:
     """(name, attempt) of the parts in its staging directory now (staged, neither placed nor discarded)."""
     root: dict[str, int] = field(default_factory=dict)
     """Its checkpoint root: name -> the attempt whose part of it lies there."""
+    generation: int = 0
+    """Which host holds this place: a replaced one is a new part store (a call to the old one goes nowhere)."""
+
+    @property
+    def holder(self) -> tuple[int, int]:
+        return self.index, self.generation
 
 
 class World:
@@ -98,7 +104,7 @@ class World:
         else:
             host.staged.add((name, attempt))
             host.staging.add((name, attempt))
-            part = Part(host.index, {f"part{host.index}": {"size": 1, "sha256": name}}, host.index)
+            part = Part(host.index, {f"part{host.index}": {"size": 1, "sha256": name}}, host.holder)
             hosts = self.profile.hosts
             self.sim.send(lambda: self._carry_out(self.commits.arrived(name, attempt, part, hosts, self.sim.now)))
         self._act(host, attempt, host.queue.staged(name))
@@ -108,8 +114,13 @@ class World:
             self._act(host, pick.attempt, host.queue.picked(pick))
 
     def _place(self, host: Host, place: Place) -> None:
-        if not host.alive:  # a dead host never answers: the placement's deadline decides
+        if not host.alive or host.holder != place.holder:  # a dead part store never answers: the deadline decides
             return
+        if host.root.get(place.name) == place.attempt:  # the same word twice: placed already
+            return
+        if (place.name, place.attempt) not in host.staging:
+            raise InvariantBroken(f"host {host.index} asked to place {place.name} of attempt {place.attempt}, "
+                                  "which it does not hold staged")  # fmt: skip
         host.staging.discard((place.name, place.attempt))
         host.root[place.name] = place.attempt
         self.sim.send(
@@ -124,15 +135,13 @@ class World:
                 for host in self.hosts:
                     self.sim.send(lambda h=host, p=effect.pick: self._picked(h, p))
             elif isinstance(effect, Place):
-                host = self.hosts[effect.holder]
+                host = self.hosts[effect.holder[0]]
                 took = self.sim.rng.uniform(*self.profile.place_s)
                 self.sim.send(lambda h=host, e=effect, t=took: self.sim.at(t, lambda: self._place(h, e)))
             elif isinstance(effect, Discard):
-                host = self.hosts[effect.holder]
-                self.sim.send(lambda h=host, e=effect: h.staging.discard((e.name, e.attempt)))
+                self.sim.send(lambda e=effect: self._on(e.holder).staging.discard((e.name, e.attempt)))
             elif isinstance(effect, Remove):
-                host = self.hosts[effect.holder]
-                self.sim.send(lambda h=host, e=effect: h.root.pop(e.name, None))
+                self.sim.send(lambda e=effect: self._remove(self._on(e.holder), e))
             elif isinstance(effect, Record):
                 self._record(effect)
             elif isinstance(effect, Published):
@@ -147,14 +156,25 @@ class World:
                 raise InvariantBroken(f"checkpoint {record.name}'s record written before host {index} placed its part")
         self.sim.at(self.sim.rng.uniform(*self.profile.record_s), lambda: self._recorded(record))
 
+    @staticmethod
+    def _remove(host: Host, remove: Remove) -> None:
+        if host.root.get(remove.name) == remove.attempt:  # as a part store does: a newer attempt's part stays
+            del host.root[remove.name]
+
+    def _on(self, holder: tuple[int, int]) -> Host:
+        """The host a call to ``holder`` reaches; a part store replaced since reaches nothing (a host of no files)."""
+        host = self.hosts[holder[0]]
+        return host if host.holder == holder else Host(-1, host.queue)
+
     def _recorded(self, record: Record) -> None:
         self.records[record.name] = record.attempt
         self._carry_out(self.commits.recorded(record.name, record.attempt, None, self.sim.now))
 
     def _published(self, published: Published) -> None:
         complete = published.complete
-        if complete.name not in self.completed:
-            self.completed[complete.name] = complete
+        if complete.name in self.completed:
+            raise InvariantBroken(f"checkpoint {complete.name} published twice")
+        self.completed[complete.name] = complete
 
     # Faults.
     def _die(self, index: int) -> None:
@@ -166,8 +186,8 @@ class World:
         self.attempt += 1
         self._carry_out(self.commits.begin_attempt(self.attempt, self.sim.now))
         for host in self.hosts:
-            if not host.alive:  # replaced by a new host: an empty disk
-                host.staging, host.root = set(), {}
+            if not host.alive:  # replaced by a new host: an empty disk, a new part store
+                host.staging, host.root, host.generation = set(), {}, host.generation + 1
             host.alive, host.queue = True, ShipQueue(self.attempt)
         newest = max((int(n) for n in self.completed), default=0)
         self._start_attempt(first_step=newest, at=self.sim.now)

@@ -167,7 +167,7 @@ def outcome(keeper, name: str, deadline_s: float = OUTCOME_DEADLINE_S, poll_s: f
     """Wait (polling, bounded) until the keeper has decided ``name``: None once complete, else why not."""
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
-        decided, why = ray.get(keeper.outcome.remote(name))
+        decided, why = ray.get(keeper.outcome.remote(name), timeout=max(1.0, deadline - time.monotonic()))
         if decided:
             return why
         time.sleep(poll_s)
