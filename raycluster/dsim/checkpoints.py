@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from raycluster.checkpoints.commits import Commits
-from raycluster.checkpoints.effects import Discard, Effect, Picked, Place, Published, Record, Remove, Said
+from raycluster.checkpoints.effects import Discard, Effect, Picked, Place, Published, Record, Remove
 from raycluster.checkpoints.pacing import Drop, Pick, ShipQueue, Stage
 from raycluster.checkpoints.parts import Complete, Part
 from raycluster.dsim.profile import INTERVAL_S, Profile, ideal_commits
@@ -56,8 +56,6 @@ class World:
         self.stage_failed: set[tuple[str, int]] = set()
         self.records: dict[str, int] = {}
         """The keeper's root: name -> the attempt its commit record names."""
-        self.lines = 0
-        """Log lines the keeper said."""
         self.stages: list[tuple[int, int, str]] = []
         """(host, attempt, name) of every staging started."""
         self._checked_stages = self._checked_commits = 0
@@ -145,9 +143,7 @@ class World:
             elif isinstance(effect, Record):
                 self._record(effect)
             elif isinstance(effect, Published):
-                self._published(effect)
-            elif isinstance(effect, Said):
-                self.lines += 1
+                self._published(effect)  # and a log line (``Said``) changes nothing here
 
     def _record(self, record: Record) -> None:
         """The keeper starts writing the record (taking ``Profile.record_s``): every part must be in place now."""
