@@ -60,8 +60,7 @@ class Commits:
     def saved(self, attempt: int, name: str, now: float) -> tuple[Pick | None, list[Effect]]:
         """The lead host (rank 0's) saved ``name``: the newest pick, which every host stages."""
         effects = self._expired(now) + self._paced(self.pacer.saved(attempt, name, now))
-        pick, more = self.pick(now)
-        return pick, effects + more
+        return self.pacer.current(), effects + self._paced(self.pacer.overdue(now))
 
     def pick(self, now: float) -> tuple[Pick | None, list[Effect]]:
         """What every host stages: asked by each host while it holds a save it has not staged."""

@@ -68,10 +68,13 @@ def fetch_directory(keeper, name: str, target: Path, local=None, only: str = "")
         if target.is_dir() and problems(target, manifest) is None:
             return False
         sources = ray.get(keeper.sources.remote(name), timeout=READ_TIMEOUT_S)
-        held = ray.get(local.local_files.remote(name, manifest), timeout=READ_TIMEOUT_S) if local is not None else {}
         # An S3 root: this node's own part store reads each file from S3, and no other host reads a byte for it.
-        if local is not None and ray.get(local.shared_root.remote(), timeout=READ_TIMEOUT_S):
+        shared = local is not None and ray.get(local.shared_root.remote(), timeout=READ_TIMEOUT_S)
+        if shared:
             sources = dict.fromkeys(manifest, local)
+        held = (
+            {} if local is None or shared else ray.get(local.local_files.remote(name, manifest), timeout=READ_TIMEOUT_S)
+        )
         staged = target.with_name(f".{target.name}.fetching-{os.getpid()}")
         shutil.rmtree(staged, ignore_errors=True)
         try:
