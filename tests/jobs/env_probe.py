@@ -7,7 +7,11 @@ import os
 import socket
 import time
 
-import ray
+# Every rank's line at once: Ray's log deduplication, which is read when ray is imported, would hold a line that
+# differs from another rank's only in numbers until the job ends, and the test waits for each rank's line.
+os.environ["RAY_DEDUP_LOGS"] = "0"
+
+import ray  # noqa: E402
 from ray.train import RunConfig, ScalingConfig
 from ray.train.torch import TorchTrainer
 
