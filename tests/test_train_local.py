@@ -1,5 +1,6 @@
 """Real LeRobot training under Ray Train on a private local cluster (2 CPU workers)."""
 
+import shlex
 import shutil
 import socket
 import subprocess
@@ -12,7 +13,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from conftest import COMMON, TINY_ACT, dataset_flags, logged_losses, recorded_rows, run_cli
+from conftest import COMMON, REPO, TINY_ACT, dataset_flags, logged_losses, recorded_rows, run_cli
+from guides import guide_command, run_guide_block
 from raycluster.demo import TINY_DIFFUSION
 from raycluster.training.phases import START_UP
 from raycluster.training.summary import read_summary
@@ -36,20 +38,38 @@ def temp_leftovers() -> set[str]:
     }
 
 
-ACT_RUN = [*TINY_ACT, "--steps=20", "--save_freq=10", "--log_freq=1"]
-"""The module's one shared run (``act_run``): every test here that needs a trained ACT reads it, the torchrun
-parity included, instead of starting a private cluster of its own."""
+TRAIN = ("docs/training.md", "## Train")
+"""The guide's Train block (the README's copy of it): the module's one shared run (``act_run``). Every test here
+that needs a trained ACT reads it, the README's own claims and the torchrun parity included, instead of
+starting a private cluster of its own."""
 
 
 @pytest.fixture(scope="module")
-def act_run(dataset, tmp_path_factory):
-    out = tmp_path_factory.mktemp("act") / "run"
+def act_run(tmp_path_factory):
+    """The block as a reader runs it: relative paths, no activated virtualenv, in a directory of its own."""
+    home = tmp_path_factory.mktemp("act")
+    (home / ".venv").symlink_to(REPO / ".venv")
     before = temp_leftovers()
-    with socket.create_server(("127.0.0.1", 0)) as taken:  # the live curves' port is another's: the run goes on
-        result = train(dataset, *ACT_RUN, f"--cluster.curves_port={taken.getsockname()[1]}", f"--output_dir={out}")
+    result = run_guide_block(*TRAIN, home)
+    out = home / "outputs" / "act"
+    (home / "outputs" / "output.txt").write_text(result.stdout + result.stderr)
+    assert result.returncode == 0, result.stderr[-4000:]
     assert temp_leftovers() - before == set()
-    (out.parent / "output.txt").write_text(result.stdout + result.stderr)
     return out
+
+
+def lerobot_flags_of_the_block() -> list[str]:
+    """The block's `raycluster train` flags that LeRobot's own parser reads (all but ours and the output dir)."""
+    command = guide_command(*TRAIN, ".venv/bin/raycluster train").replace("\\\n", " ")
+    return [f for f in shlex.split(command)[2:] if not f.startswith(("--cluster.", "--output_dir="))]
+
+
+def test_the_readmes_train_block_lands_checkpoints_where_it_says(act_run):
+    checkpoints = act_run / "checkpoints"
+    assert sorted(p.name for p in checkpoints.iterdir() if p.name != "last") == ["000010", "000020"]
+    assert (checkpoints / "last" / "pretrained_model" / "model.safetensors").is_file()
+    assert Path(read_summary(act_run)["output_dir"]) == act_run.resolve()
+    assert "loss:" in (act_run.parent / "output.txt").read_text()  # LeRobot's own loss lines, every --log_freq
 
 
 def test_two_workers_train_act_to_the_asked_step_and_the_loss_falls(act_run):
@@ -72,12 +92,12 @@ def test_the_summary_and_the_curves_say_where_the_time_went(act_run):
     assert list(phases) == list(START_UP), phases
     assert list(phases.values()) == sorted(phases.values()) and phases["flags_checked"] > 0, phases
     assert phases["summary_written"] == summary["wall_s"] and summary["recoveries"] == []
-    marked = {k: v for row in recorded_rows(act_run)["run"] for k, v in row.items() if k.startswith("phase/")}
+    marked = {k: v for row in recorded_rows(act_run)[act_run.name] for k, v in row.items() if k.startswith("phase/")}
     assert {f"phase/{name}" for name in START_UP[:-2]} <= set(marked), marked
     assert marked["phase/first_step"] == phases["first_step"]
 
 
-def test_resume_continues_from_the_checkpoint(dataset, act_run, tmp_path):
+def test_resume_continues_from_the_checkpoint(act_run, tmp_path):
     # Resume into a copy so the first run's files stay as they were.
     out = tmp_path / "run"
     shutil.copytree(act_run, out, symlinks=True)
@@ -86,8 +106,13 @@ def test_resume_continues_from_the_checkpoint(dataset, act_run, tmp_path):
     config.write_text(text)
     shutil.rmtree(out / "checkpoints" / "000020")
     (out / "raycluster_summary.json").unlink()
-    result = run_cli("train", "--cluster.num_workers=2", "--resume=true", f"--config_path={config}", "--steps=30")
+    with socket.create_server(("127.0.0.1", 0)) as taken:  # the live curves' port is another's: the run goes on
+        port = f"--cluster.curves_port={taken.getsockname()[1]}"
+        result = run_cli(
+            "train", "--cluster.num_workers=2", "--resume=true", f"--config_path={config}", "--steps=30", port
+        )
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    assert "live curves not served on 127.0.0.1:" in result.stdout + result.stderr
     summary = read_summary(out)
     assert summary["resumed_from"] == 10
     assert summary["final_step"] == 30 and summary["checkpoints"] == [10, 20, 30]
@@ -101,10 +126,10 @@ def test_diffusion_trains(dataset, tmp_path):
     assert summary["policy_wrapper"] == "DistributedDataParallel"
 
 
-def test_same_losses_as_torchrun_lerobot_train(dataset, act_run, tmp_path):
+def test_same_losses_as_torchrun_lerobot_train(act_run, tmp_path):
     """Same seed and config: Ray Train + our Accelerator gives LeRobot's own DDP numbers, at every step of the
-    shared run."""
-    flags = [*dataset_flags(dataset), *ACT_RUN, *COMMON]
+    shared run (the block's LeRobot flags, run where the block ran: its dataset root is relative)."""
+    flags = lerobot_flags_of_the_block()
     bin_dir = Path(sys.executable).parent
     baseline = subprocess.run(
         [
@@ -114,6 +139,7 @@ def test_same_losses_as_torchrun_lerobot_train(dataset, act_run, tmp_path):
             *flags,
             f"--output_dir={tmp_path}/torchrun",
         ],
+        cwd=act_run.parent.parent,
         capture_output=True,
         text=True,
         timeout=600,
@@ -148,7 +174,6 @@ def test_the_run_leaves_curves_with_the_logged_numbers_and_a_picture_whose_loss_
     ys, xs = np.nonzero(np.abs(upper - [31, 119, 180]).sum(axis=2) < 40)
     assert ys[xs > xs.max() - 10].mean() > ys[xs < xs.min() + 10].mean()  # its right end sits lower: it fell
     output = (act_run.parent / "output.txt").read_text()
-    assert "live curves not served on 127.0.0.1:" in output
     printed = logged_losses(output)
     recorded = {row["step"]: row["loss"] for row in recorded_rows(act_run)[act_run.name] if "loss" in row}
     assert sorted(recorded) == sorted(printed) == list(range(1, 21))
