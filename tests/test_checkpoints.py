@@ -4,6 +4,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -19,6 +20,7 @@ from raycluster.checkpoints.keeper import CheckpointKeeper
 from raycluster.checkpoints.manifest import MANIFEST
 from raycluster.checkpoints.part_store import PartStore
 from raycluster.checkpoints.s3_store import S3Store
+from raycluster.checkpoints.scratch import owned_suffix, remove_orphans
 from raycluster.checkpoints.store import LocalStore
 from raycluster.checkpoints.transfer import fetch_directory, send_directory
 from raycluster.training.phases import RECOVERY
@@ -209,6 +211,36 @@ def test_a_fetch_whose_worker_died_holds_its_checkpoint_no_longer_than_its_lease
     time.sleep(1)
     send_directory(keeper, fake_checkpoint(tmp_path / "src" / "000002", b"f" * 100), "000002")
     assert steps(keeper) == [2]  # retention went on once the lease ran out
+
+
+def dead_pid() -> int:
+    """The pid of a process that ran on this host and has ended."""
+    ended = subprocess.Popen([sys.executable, "-c", ""])
+    ended.wait()
+    return ended.pid
+
+
+def test_scratch_of_a_killed_process_is_removed_and_no_one_elses(tmp_path):
+    host, gone = socket.gethostname(), dead_pid()
+    left = tmp_path / f".000004.fetching.scratch-{host}-{gone}"
+    living = tmp_path / f".000004.fetching.scratch-{host}-{os.getppid()}"  # pytest's parent: running
+    elsewhere = tmp_path / f".000004.fetching.scratch-{host}x-{gone}"  # another host's, in a folder both see
+    mine = tmp_path / f".000004.fetching{owned_suffix()}"
+    for path in (left, living, elsewhere, mine):
+        (path / "pretrained_model").mkdir(parents=True)
+    assert remove_orphans(tmp_path, ".000004.fetching.scratch-*") == [left]
+    assert not left.exists() and living.exists() and elsewhere.exists() and mine.exists()
+
+
+@pytest.mark.cluster  # a local Ray of this module's
+def test_a_fetch_removes_what_a_killed_fetch_left_beside_its_target(local_ray, tmp_path):
+    keeper = CheckpointKeeper.remote(str(tmp_path / "root"))
+    send_directory(keeper, fake_checkpoint(tmp_path / "src" / "000001", b"f" * 100), "000001")
+    # A fetch of the same checkpoint whose worker was killed: its pid is gone, a whole checkpoint is left.
+    left = tmp_path / f".resumed.fetching.scratch-{socket.gethostname()}-{dead_pid()}"
+    fake_checkpoint(left, b"f" * 100)
+    assert fetch_directory(keeper, "000001", tmp_path / "resumed")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["resumed", "root", "src"]
 
 
 @pytest.mark.cluster  # a local Ray of this module's

@@ -7,6 +7,10 @@ stand-in that must still be running when the test acts waits for the test's word
 from __future__ import annotations
 
 import os
+import shutil
+import socket
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -19,6 +23,7 @@ from raycluster.checkpoints.transfer import send_directory
 from raycluster.evals.keeper import evals_for_run
 from raycluster.evals.plan import EvalPlan
 from raycluster.evals.records import CANCELLED, FAILED, SKIPPED, TIMED_OUT, VALIDATED
+from raycluster.evals.task import evaluate_checkpoint
 from raycluster.faults import NO_FAULTS, Faults
 
 pytestmark = pytest.mark.cluster
@@ -83,10 +88,10 @@ def publish(keeper, tmp_path, *names: str) -> None:
         send_directory(keeper, source, name)
 
 
-def run_of(tmp_path, keep: int = 0, faults: Faults = NO_FAULTS, **plan):
+def run_of(tmp_path, keep: int = 0, faults: Faults = NO_FAULTS, task=stand_in, **plan):
     keeper = keeper_on_this_node(str(tmp_path / "root"), keep, faults=faults)
     settings = {"held_out": True, "rollouts": False, "options": {"resources": {}}, "timeout_s": 30.0, **plan}
-    return keeper, evals_for_run(EvalPlan(**settings), keeper, None, task=stand_in, faults=faults)
+    return keeper, evals_for_run(EvalPlan(**settings), keeper, None, task=task, faults=faults)
 
 
 def kept(tmp_path) -> list[str]:
@@ -155,3 +160,23 @@ def test_a_backlog_beyond_the_capacity_skips_the_oldest_waiting(local_ray, tmp_p
     }  # fmt: skip
     assert "checkpoint 000011 came before it found capacity" in outcome["evaluations"][1]["error"]
     assert ray.get(keeper.evaluation_holds.remote()) == []
+
+
+def test_an_evaluation_removes_what_a_cancelled_one_left_in_its_scratch(local_ray, tmp_path):
+    """The real evaluation task, stopped by a fault right after it looked at its scratch: what an evaluation
+    killed mid-run (its pid gone) left in the temporary folder is gone."""
+    ended = subprocess.Popen([sys.executable, "-c", ""])
+    ended.wait()
+    left = (
+        Path(tempfile.gettempdir())
+        / f"raycluster-eval-000001-test{os.getpid()}.scratch-{socket.gethostname()}-{ended.pid}"
+    )
+    (left / "000001" / "pretrained_model").mkdir(parents=True)
+    try:
+        keeper, evals = run_of(tmp_path, faults=Faults(eval_raise=(1,)), task=evaluate_checkpoint)
+        publish(keeper, tmp_path, "000001")
+        outcome = ray.get(evals.finish.remote(False), timeout=120)
+        assert [e["status"] for e in outcome["evaluations"]] == [FAILED]  # the fault, once the scratch was seen to
+        assert not left.exists()
+    finally:
+        shutil.rmtree(left, ignore_errors=True)

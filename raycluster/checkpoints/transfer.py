@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import ray
 from raycluster.checkpoints.manifest import CHUNK_BYTES as CHUNK
 from raycluster.checkpoints.manifest import manifest_of, problems, within
 from raycluster.checkpoints.part_store import link_or_copy
+from raycluster.checkpoints.scratch import owned_suffix, remove_orphans
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,9 @@ def fetch_directory(keeper, name: str, target: Path, local=None, only: str = "")
         held = (
             {} if local is None or shared else ray.get(local.local_files.remote(name, manifest), timeout=READ_TIMEOUT_S)
         )
-        staged = target.with_name(f".{target.name}.fetching-{os.getpid()}")
+        # A fetch killed with its worker left its files here: the next one removes them.
+        remove_orphans(target.parent, f".{target.name}.fetching.scratch-*")
+        staged = target.with_name(f".{target.name}.fetching{owned_suffix()}")
         shutil.rmtree(staged, ignore_errors=True)
         try:
             for relpath in manifest:

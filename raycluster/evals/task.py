@@ -9,6 +9,7 @@ from pathlib import Path
 
 import ray
 
+from raycluster.checkpoints.scratch import owned_suffix, remove_orphans
 from raycluster.checkpoints.transfer import fetch_directory
 from raycluster.evals.held_out import held_out_loss
 from raycluster.evals.plan import EvalPlan
@@ -41,8 +42,11 @@ def evaluate_checkpoint(checkpoint_keeper, evals, name: str, plan: EvalPlan, fau
     node = ray.util.get_node_ip_address()
     evals.started.remote(name, node)  # the timeout counts from here, not from the wait for capacity
     started = time.monotonic()
+    # An evaluation cancelled mid-run (a timeout, the job's end) left its copy of the policy: the next one here
+    # removes it.
+    remove_orphans(Path(tempfile.gettempdir()), "raycluster-eval-*")
     faults.raise_in_evaluation(name)
-    with tempfile.TemporaryDirectory(prefix=f"raycluster-eval-{name}-") as scratch:
+    with tempfile.TemporaryDirectory(prefix=f"raycluster-eval-{name}-", suffix=owned_suffix()) as scratch:
         target = Path(scratch) / name
         fetch_directory(checkpoint_keeper, name, target, only=PRETRAINED_MODEL)
         metrics = evaluate_pretrained(target / PRETRAINED_MODEL, plan)
