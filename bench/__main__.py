@@ -18,6 +18,7 @@
 6. sharded-checkpoints: seconds from a sharded save to its complete checkpoint on 2, 4 and 8 simulated hosts
    (``bench/sharded_checkpoints.py``; needs root, as the simulated hosts do), and the commit protocol at 64 hosts
    in the deterministic simulation: saves committed when some or all hosts stage slower than the save interval.
+7. hashes: the pace of each checksum a checkpoint's record may name, on one core (``bench/hashes.py``).
 """
 
 import argparse
@@ -32,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench import sharded_checkpoints
+from bench import hashes, sharded_checkpoints
 from raycluster.dataset import SyntheticDatasetSpec, make_synthetic_dataset
 from raycluster.demo import TINY_ACT
 from raycluster.training.phases import RECOVERY, START_UP
@@ -316,6 +317,9 @@ class Bench:
     def sharded_checkpoints(self) -> None:
         self.rows += sharded_checkpoints.rows(self.work, self.env)
 
+    def hashes(self) -> None:
+        self.rows += hashes.rows()
+
     def print(self) -> None:
         print(
             f"\ntiny ACT, {self.workers} CPU workers, batch 4 per worker; training and checkpoints {self.steps} steps, "
@@ -368,6 +372,7 @@ def main() -> None:
             "interruption",
             "validation",
             "sharded-checkpoints",
+            "hashes",
         ],
     )
     parser.add_argument("--keep", action="store_true", help="keep the work dir (datasets, runs, checkpoints)")
@@ -384,6 +389,7 @@ def main() -> None:
             ("interruption", bench.interruption),
             ("validation", bench.validation),
             ("sharded-checkpoints", bench.sharded_checkpoints),
+            ("hashes", bench.hashes),
         ):
             if args.only in (None, part):
                 run()

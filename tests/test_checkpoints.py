@@ -1,5 +1,6 @@
 """The checkpoint keeper: complete-only publishing, verification, quarantine, retention, S3."""
 
+import hashlib
 import json
 import os
 import re
@@ -17,7 +18,7 @@ import ray
 from conftest import COMMON as SHARED
 from conftest import REPO, TINY_ACT, dataset_flags, pick, recorded_rows, run_cli
 from raycluster.checkpoints.keeper import CheckpointKeeper
-from raycluster.checkpoints.manifest import MANIFEST
+from raycluster.checkpoints.manifest import MANIFEST, manifest_of, problems
 from raycluster.checkpoints.part_store import PartStore
 from raycluster.checkpoints.s3_store import S3Store
 from raycluster.checkpoints.scratch import owned_suffix, remove_orphans
@@ -211,6 +212,27 @@ def test_a_fetch_whose_worker_died_holds_its_checkpoint_no_longer_than_its_lease
     time.sleep(1)
     send_directory(keeper, fake_checkpoint(tmp_path / "src" / "000002", b"f" * 100), "000002")
     assert steps(keeper) == [2]  # retention went on once the lease ran out
+
+
+def test_a_record_names_each_files_xxh3_and_one_written_with_sha256_is_still_checked(tmp_path):
+    checkpoint = fake_checkpoint(tmp_path / "000001", b"w" * 100)
+    record = manifest_of(checkpoint)
+    assert set(record["pretrained_model/model.safetensors"]) == {"size", "xxh3_128"}
+    assert problems(checkpoint, record) is None
+    # The record of an earlier raycluster: SHA-256, still resumed from, still checked.
+    older = {
+        relpath: {
+            "size": (checkpoint / relpath).stat().st_size,
+            "sha256": hashlib.sha256((checkpoint / relpath).read_bytes()).hexdigest(),
+        }
+        for relpath in record
+    }
+    assert problems(checkpoint, older) is None
+    (checkpoint / "pretrained_model" / "model.safetensors").write_bytes(b"w" * 99 + b"x")  # same size, other bytes
+    said = "pretrained_model/model.safetensors fails its checksum"
+    assert problems(checkpoint, record) == said and problems(checkpoint, older) == said
+    unknown = {relpath: {"size": entry["size"], "md5": "0" * 32} for relpath, entry in record.items()}
+    assert "has no checksum this raycluster reads (xxh3_128, sha256)" in problems(checkpoint, unknown)
 
 
 def dead_pid() -> int:

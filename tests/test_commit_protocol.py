@@ -12,7 +12,7 @@ import ray
 
 from raycluster.checkpoints.commits import Commits
 from raycluster.checkpoints.keeper import CheckpointKeeper
-from raycluster.checkpoints.manifest import MANIFEST, problems
+from raycluster.checkpoints.manifest import MANIFEST, WRITTEN, problems
 from raycluster.checkpoints.part_store import PartStore
 from raycluster.checkpoints.parts import Complete, GivenUp, Part, PartSet
 from raycluster.checkpoints.store import LocalStore
@@ -22,7 +22,7 @@ from raycluster.training.shipping import outcome
 
 
 def entry(size: int, digest: str = "d") -> dict:
-    return {"size": size, "sha256": digest}
+    return {"size": size, WRITTEN: digest}
 
 
 def part(number: int, files: dict | None = None) -> Part:

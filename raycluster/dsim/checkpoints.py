@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from raycluster.checkpoints.commits import Commits
 from raycluster.checkpoints.effects import Discard, Effect, Picked, Place, Published, Record, Remove
+from raycluster.checkpoints.manifest import WRITTEN
 from raycluster.checkpoints.pacing import Drop, Pick, ShipQueue, Stage
 from raycluster.checkpoints.parts import Complete, Part
 from raycluster.dsim.profile import INTERVAL_S, Profile, ideal_commits
@@ -102,7 +103,7 @@ class World:
         else:
             host.staged.add((name, attempt))
             host.staging.add((name, attempt))
-            part = Part(host.index, {f"part{host.index}": {"size": 1, "sha256": name}}, host.holder)
+            part = Part(host.index, {f"part{host.index}": {"size": 1, WRITTEN: name}}, host.holder)
             hosts = self.profile.hosts
             self.sim.send(lambda: self._carry_out(self.commits.arrived(name, attempt, part, hosts, self.sim.now)))
         self._act(host, attempt, host.queue.staged(name))
