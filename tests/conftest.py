@@ -97,6 +97,13 @@ def dataset_flags(spec: SyntheticDatasetSpec) -> list[str]:
     return [f"--dataset.repo_id={spec.repo_id}", f"--dataset.root={spec.root}"]
 
 
+def dead_pid() -> int:
+    """The pid of a process that ran on this host and has ended (what a killed fetch or evaluation leaves)."""
+    ended = subprocess.Popen([sys.executable, "-c", ""])
+    ended.wait()
+    return ended.pid
+
+
 def run_cli(*args: str, timeout: float = 600, cwd: Path = REPO, env: dict | None = None) -> subprocess.CompletedProcess:
     """The CLI as a user runs it, in its own process (``env``: variables added to this one's)."""
     return subprocess.run(

@@ -16,7 +16,7 @@ import pytest
 import ray
 
 from conftest import COMMON as SHARED
-from conftest import REPO, TINY_ACT, dataset_flags, pick, recorded_rows, run_cli
+from conftest import REPO, TINY_ACT, dataset_flags, dead_pid, pick, recorded_rows, run_cli
 from raycluster.checkpoints.keeper import CheckpointKeeper
 from raycluster.checkpoints.manifest import MANIFEST, manifest_of, problems
 from raycluster.checkpoints.part_store import PartStore
@@ -233,13 +233,6 @@ def test_a_record_names_each_files_xxh3_and_one_written_with_sha256_is_still_che
     assert problems(checkpoint, record) == said and problems(checkpoint, older) == said
     unknown = {relpath: {"size": entry["size"], "md5": "0" * 32} for relpath, entry in record.items()}
     assert "has no checksum this raycluster reads (xxh3_128, sha256)" in problems(checkpoint, unknown)
-
-
-def dead_pid() -> int:
-    """The pid of a process that ran on this host and has ended."""
-    ended = subprocess.Popen([sys.executable, "-c", ""])
-    ended.wait()
-    return ended.pid
 
 
 def test_scratch_of_a_killed_process_is_removed_and_no_one_elses(tmp_path):

@@ -6,15 +6,17 @@ import itertools
 import json
 import shutil
 import time
+from pathlib import Path
 
 import pytest
 import ray
 
 from raycluster.checkpoints.commits import Commits
 from raycluster.checkpoints.keeper import CheckpointKeeper
-from raycluster.checkpoints.manifest import MANIFEST, WRITTEN, problems
+from raycluster.checkpoints.manifest import MANIFEST, WRITTEN, manifest_of, problems
 from raycluster.checkpoints.part_store import PartStore
 from raycluster.checkpoints.parts import Complete, GivenUp, Part, PartSet
+from raycluster.checkpoints.placements import Placements
 from raycluster.checkpoints.store import LocalStore
 from raycluster.checkpoints.transfer import fetch_directory, send_directory
 from raycluster.training.resume import final_checkpoint
@@ -355,12 +357,42 @@ def test_a_second_run_on_node_local_roots_resumes_from_the_newest_sharded_checkp
 
 
 @pytest.mark.cluster  # a local Ray of this module's
-def test_a_failed_placements_late_removal_spares_a_newer_attempts_part_of_the_same_step(local_ray, tmp_path):
+def test_a_late_removal_or_place_spares_a_newer_attempts_part_and_a_given_up_place_writes_nothing(local_ray, tmp_path):
     hosts = Hosts(tmp_path, 2)
     ray.get(hosts.save(tmp_path, "000005", 2))
     assert outcome(hosts.keeper, "000005", deadline_s=30) is None
     part = hosts.roots[1] / "checkpoints" / "000005" / "pretrained_model" / "pytorch_model_fsdp_0" / "__1_0.distcp"
     ray.get(hosts.stores[1].delete.remote("000005", 1))  # attempt 1's failed placement, its word arriving late
     assert part.read_text() == "attempt 2 host 1"
+    # Attempt 1's own place of it, which outlasted its deadline, ends now: it writes nothing.
+    late = staged_by_hand(hosts, 1, "000005", 1)
+    ray.get(hosts.stores[1].place.remote("000005", 1, 1, manifest_of(late), None))
+    assert part.read_text() == "attempt 2 host 1" and not late.exists()
+    # A removal that reaches the part store before its own place: the place, when it comes, leaves nothing.
+    ray.get(hosts.stores[1].delete.remote("000007", 1))
+    late = staged_by_hand(hosts, 1, "000007", 1)
+    ray.get(hosts.stores[1].place.remote("000007", 1, 1, manifest_of(late), None))
+    assert not (hosts.roots[1] / "checkpoints" / "000007").exists() and not late.exists()
     ray.get(hosts.stores[1].delete.remote("000005"))  # retention: every attempt's
     assert not part.exists()
+
+
+def staged_by_hand(hosts: Hosts, host: int, name: str, attempt: int) -> Path:
+    """A part as the part store stages it (in its own staging folder), written here, and not announced: the files
+    of a place that the keeper asked for long ago."""
+    [staging] = (hosts.roots[host].parent / "staging").glob("raycluster-parts-*")
+    staged = staging / f"{name}.attempt{attempt}.part{host}" / "pretrained_model" / "pytorch_model_fsdp_0"
+    staged.mkdir(parents=True)
+    (staged / f"__{host}_0.distcp").write_text(f"attempt {attempt} host {host}")
+    return staged.parent.parent
+
+
+def test_a_late_place_or_removal_never_touches_a_newer_attempts_part():
+    placements = Placements()
+    assert placements.may_place("000004", 2) is None
+    placements.placed("000004", 2)
+    assert placements.may_place("000004", 1) == "attempt 2's part of it is in place already"
+    assert not placements.may_remove("000004", 1)  # attempt 1's failed placement, its word late
+    assert placements.may_remove("000006", 1)  # nothing known of it here: the keeper's word stands
+    assert placements.may_place("000006", 1) == "attempt 1's part was given up before it could be placed"
+    assert placements.may_remove("000004", None) and placements.may_place("000004", 3) is None  # retention

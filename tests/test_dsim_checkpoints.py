@@ -23,7 +23,8 @@ def profile_of(seed: int) -> Profile:
     """A seed's run: which hosts stage slower than the save interval and by how much (none, some, or all; up to 2.4
     intervals, which the part deadline of 5 intervals covers twice over: a host may finish staging a pick that was
     given up before it starts the next), how messages travel (late and reordered, repeated), whether stagings fail,
-    whether the keeper is busy for minutes writing a record, and whether a host dies mid-run."""
+    whether the keeper is busy for minutes writing a record, whether places end after their deadline, and whether
+    a host dies mid-run."""
     rng = random.Random(f"profile {seed}")
     slow_hosts = rng.sample(range(HOSTS), rng.choice([0, 1, 8, rng.randrange(HOSTS), HOSTS]))
     network = Network(slow_share=rng.choice([0.0, 0.01, 0.1]), repeat_share=rng.choice([0.0, 0.02]))
@@ -31,9 +32,11 @@ def profile_of(seed: int) -> Profile:
     slow = {host: rng.uniform(0.5, 2.4) for host in slow_hosts}
     failures = rng.choice([0.0, 0.0, 0.01, 0.05])
     record_s = rng.choice([(0.01, 2.0)] * 3 + [(60.0, 400.0)])  # a keeper busy past the placement deadline
+    late_places = rng.choice([0.0, 0.0, 0.01, 0.1])  # places that end after their deadline
     return Profile(
-        hosts=HOSTS, saves=8, slow=slow, network=network, death=death, stage_failures=failures, record_s=record_s
-    )
+        hosts=HOSTS, saves=8, slow=slow, network=network, death=death, stage_failures=failures, record_s=record_s,
+        late_places=late_places,
+    )  # fmt: skip
 
 
 def sweep(seeds: range) -> None:

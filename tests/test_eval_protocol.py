@@ -9,8 +9,6 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -18,6 +16,7 @@ from pathlib import Path
 import pytest
 import ray
 
+from conftest import dead_pid
 from raycluster.checkpoints.keeper import keeper_on_this_node
 from raycluster.checkpoints.transfer import send_directory
 from raycluster.evals.keeper import evals_for_run
@@ -165,12 +164,8 @@ def test_a_backlog_beyond_the_capacity_skips_the_oldest_waiting(local_ray, tmp_p
 def test_an_evaluation_removes_what_a_cancelled_one_left_in_its_scratch(local_ray, tmp_path):
     """The real evaluation task, stopped by a fault right after it looked at its scratch: what an evaluation
     killed mid-run (its pid gone) left in the temporary folder is gone."""
-    ended = subprocess.Popen([sys.executable, "-c", ""])
-    ended.wait()
-    left = (
-        Path(tempfile.gettempdir())
-        / f"raycluster-eval-000001-test{os.getpid()}.scratch-{socket.gethostname()}-{ended.pid}"
-    )
+    owner = f"{socket.gethostname()}-{dead_pid()}"
+    left = Path(tempfile.gettempdir()) / f"raycluster-eval-000001-test{os.getpid()}.scratch-{owner}"
     (left / "000001" / "pretrained_model").mkdir(parents=True)
     try:
         keeper, evals = run_of(tmp_path, faults=Faults(eval_raise=(1,)), task=evaluate_checkpoint)

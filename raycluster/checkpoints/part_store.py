@@ -14,6 +14,7 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -21,11 +22,12 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from raycluster.checkpoints.manifest import CHUNK_BYTES, MANIFEST, manifest_of
-from raycluster.checkpoints.parts import remember
+from raycluster.checkpoints.placements import Placements
 from raycluster.checkpoints.store import open_store
 from raycluster.faults import NO_FAULTS, Faults
 
 log = logging.getLogger(__name__)
+LOCK_STRIPES = 16
 
 
 def link_or_copy(source: Path, target: Path) -> None:
@@ -44,8 +46,13 @@ class PartStore:
         self.store, self.keeper, self.faults = open_store(root), keeper, faults
         Path(staging_dir).mkdir(parents=True, exist_ok=True)
         self.staging = Path(tempfile.mkdtemp(prefix="raycluster-parts-", dir=staging_dir))
-        self._placed: dict[str, int] = {}
-        """Which attempt's part of each recent checkpoint lies in this root (so a late removal spares a newer one)."""
+        self.placements = Placements()
+        self._locks = [threading.Lock() for _ in range(LOCK_STRIPES)]
+        """One place or removal of a checkpoint at a time (a late one then sees what the other did); calls for
+        other checkpoints go on beside it."""
+
+    def _lock_of(self, name: str) -> threading.Lock:
+        return self._locks[hash(name) % LOCK_STRIPES]
 
     def _staged(self, name: str, attempt: int, part: int) -> Path:
         return self.staging / f"{name}.attempt{attempt}.part{part}"
@@ -79,18 +86,22 @@ class PartStore:
         it is the only part, published with this commit record in one rename). The keeper hears back either
         way, and writes the commit record into its own root once every host's part is in place."""
         staged = self._staged(name, attempt, part)
-        try:
-            self.faults.delay_publish(name)
-            if whole is not None:
-                (staged / MANIFEST).write_text(json.dumps(whole, indent=1))
-                self.store.publish(staged, name)
-            else:
-                self.store.place(staged, name, manifest)
-        except Exception as exc:
-            shutil.rmtree(staged, ignore_errors=True)
-            self.keeper.part_placed.remote(name, attempt, part, f"{type(exc).__name__}: {exc}")
-            return
-        remember(self._placed, name, attempt)
+        with self._lock_of(name):
+            try:
+                refused = self.placements.may_place(name, attempt)
+                if refused is not None:
+                    raise RuntimeError(f"not placed: {refused}")
+                self.faults.delay_publish(name)
+                if whole is not None:
+                    (staged / MANIFEST).write_text(json.dumps(whole, indent=1))
+                    self.store.publish(staged, name)
+                else:
+                    self.store.place(staged, name, manifest)
+            except Exception as exc:
+                shutil.rmtree(staged, ignore_errors=True)
+                self.keeper.part_placed.remote(name, attempt, part, f"{type(exc).__name__}: {exc}")
+                return
+            self.placements.placed(name, attempt)
         self.keeper.part_placed.remote(name, attempt, part, None)
 
     def discard(self, name: str, attempt: int, part: int) -> None:
@@ -100,11 +111,9 @@ class PartStore:
         """Retention (every attempt's) or a failed placement (``attempt``'s): this host's files of ``name``
         (SageMaker mirrors the delete to S3, which is why only the keeper decides it, for a checkpoint no one needs
         any more). A failed placement's word may come after a newer attempt placed its part: that part stays."""
-        if attempt is not None and self._placed.get(name, attempt) != attempt:
-            return
-        self._placed.pop(name, None)
-        if name in self.store.names():
-            self.store.delete(name)
+        with self._lock_of(name):
+            if self.placements.may_remove(name, attempt) and name in self.store.names():
+                self.store.delete(name)
 
     def local_files(self, name: str, manifest: dict[str, dict]) -> dict[str, str]:
         """Which of ``manifest``'s files this host's root holds at their size: ``relpath -> local path`` (none on

@@ -4,7 +4,8 @@ with a fake clock, no Ray, invariants checked after every event.
 
 What a run is: every host saves the same steps every ``interval_s`` (as ranks in one collective do); each host
 stages the saves its ``ShipQueue`` chooses, taking its own time (``Profile.slow``: some or all hosts take longer
-than the save interval), and places its part into its root when the keeper says so; every message between a
+than the save interval), and places its part into its root when the keeper says so (a place may outlast its
+deadline and end late; what it may still write is the part store's own ``Placements``); every message between a
 host and the keeper travels through the scheduler's network (delayed, reordered, repeated); a host may die
 mid-run, after which the worker group restarts as a new attempt from the newest committed step, as Ray Train's
 does (the dead host replaced by one with an empty disk). ``World.check`` states what must hold after every event.
@@ -12,38 +13,19 @@ does (the dead host replaced by one with an empty disk). ``World.check`` states 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-from raycluster.checkpoints.commits import Commits
+from raycluster.checkpoints.commits import PLACE_DEADLINE_S, Commits
 from raycluster.checkpoints.effects import Discard, Effect, Picked, Place, Published, Record, Remove
 from raycluster.checkpoints.manifest import WRITTEN
 from raycluster.checkpoints.pacing import Drop, Pick, ShipQueue, Stage
 from raycluster.checkpoints.parts import Complete, Part
+from raycluster.checkpoints.placements import Placements
+from raycluster.dsim.host import Host
 from raycluster.dsim.profile import INTERVAL_S, Profile, ideal_commits
 from raycluster.dsim.scheduler import Scheduler
 
 
 class InvariantBroken(AssertionError):
     pass
-
-
-@dataclass
-class Host:
-    index: int
-    queue: ShipQueue
-    alive: bool = True
-    staged: set[tuple[str, int]] = field(default_factory=set)
-    """(name, attempt) of every part this host staged, in any attempt."""
-    staging: set[tuple[str, int]] = field(default_factory=set)
-    """(name, attempt) of the parts in its staging directory now (staged, neither placed nor discarded)."""
-    root: dict[str, int] = field(default_factory=dict)
-    """Its checkpoint root: name -> the attempt whose part of it lies there."""
-    generation: int = 0
-    """Which host holds this place: a replaced one is a new part store (a call to the old one goes nowhere)."""
-
-    @property
-    def holder(self) -> tuple[int, int]:
-        return self.index, self.generation
 
 
 class World:
@@ -117,11 +99,20 @@ class World:
             return
         if host.root.get(place.name) == place.attempt:  # the same word twice: placed already
             return
+        refused = host.placements.may_place(place.name, place.attempt)
+        if refused is not None:  # as the part store does: nothing written, its staged copy gone, the keeper told
+            host.staging.discard((place.name, place.attempt))
+            error = f"not placed: {refused}"
+            self.sim.send(
+                lambda: self._carry_out(self.commits.placed(place.name, place.attempt, place.part, error, self.sim.now))
+            )
+            return
         if (place.name, place.attempt) not in host.staging:
             raise InvariantBroken(f"host {host.index} asked to place {place.name} of attempt {place.attempt}, "
                                   "which it does not hold staged")  # fmt: skip
         host.staging.discard((place.name, place.attempt))
         host.root[place.name] = place.attempt
+        host.placements.placed(place.name, place.attempt)
         self.sim.send(
             lambda: self._carry_out(self.commits.placed(place.name, place.attempt, place.part, None, self.sim.now))
         )
@@ -136,6 +127,8 @@ class World:
             elif isinstance(effect, Place):
                 host = self.hosts[effect.holder[0]]
                 took = self.sim.rng.uniform(*self.profile.place_s)
+                if self.profile.late_places and self.sim.rng.random() < self.profile.late_places:
+                    took = self.sim.rng.uniform(PLACE_DEADLINE_S, 2 * PLACE_DEADLINE_S)
                 self.sim.send(lambda h=host, e=effect, t=took: self.sim.at(t, lambda: self._place(h, e)))
             elif isinstance(effect, Discard):
                 self.sim.send(lambda e=effect: self._on(e.holder).staging.discard((e.name, e.attempt)))
@@ -147,16 +140,19 @@ class World:
                 self._published(effect)  # and a log line (``Said``) changes nothing here
 
     def _record(self, record: Record) -> None:
-        """The keeper starts writing the record (taking ``Profile.record_s``): every part must be in place now."""
+        """The keeper starts writing the record (taking ``Profile.record_s``): every part must be in place now,
+        or lost with a host replaced since it placed it (a resume passes that checkpoint over, naming the host)."""
+        holders = self.commits.placing[record.name].complete.parts
         for index in {entry["part"] for entry in record.record.values()}:
-            if self.hosts[index].root.get(record.name) != record.attempt:
+            replaced = self.hosts[index].holder != holders[index].holder
+            if not replaced and self.hosts[index].root.get(record.name) != record.attempt:
                 raise InvariantBroken(f"checkpoint {record.name}'s record written before host {index} placed its part")
         self.sim.at(self.sim.rng.uniform(*self.profile.record_s), lambda: self._recorded(record))
 
     @staticmethod
     def _remove(host: Host, remove: Remove) -> None:
-        if host.root.get(remove.name) == remove.attempt:  # as a part store does: a newer attempt's part stays
-            del host.root[remove.name]
+        if host.placements.may_remove(remove.name, remove.attempt):  # as a part store does
+            host.root.pop(remove.name, None)
 
     def _on(self, holder: tuple[int, int]) -> Host:
         """The host a call to ``holder`` reaches; a part store replaced since reaches nothing (a host of no files)."""
@@ -185,6 +181,7 @@ class World:
         for host in self.hosts:
             if not host.alive:  # replaced by a new host: an empty disk, a new part store
                 host.staging, host.root, host.generation = set(), {}, host.generation + 1
+                host.placements = Placements()
             host.alive, host.queue = True, ShipQueue(self.attempt)
         newest = max((int(n) for n in self.completed), default=0)
         self._start_attempt(first_step=newest, at=self.sim.now)

@@ -31,6 +31,8 @@ class Profile:
     """How long a host takes to place its part into its root (renames; S3: uploads)."""
     record_s: tuple[float, float] = (0.01, 2.0)
     """How long the keeper takes to write a commit record (a keeper busy for minutes: longer than a deadline)."""
+    late_places: float = 0.0
+    """The share of places that outlast the placement deadline (a stalled disk or upload) and still end, late."""
 
 
 def ideal_commits(saves: int, slowest: float) -> int:
