@@ -431,7 +431,7 @@ def test_the_launched_request_runs_through_sagemakers_driver_on_simulated_hosts(
     assert (synced_checkpoints(tmp_path / "sim") / "000004" / "pretrained_model" / "model.safetensors").is_file()
     # Read on each host, and in nothing a training wrote either: curves, summary, checkpoints, logs, Ray's files.
     assert all(
-        "read secret HF_TOKEN (sim/launched)" in (tmp_path / "sim" / h / "log.txt").read_text()
+        "read secret HF_TOKEN\n" in (tmp_path / "sim" / h / "log.txt").read_text()
         for h in ("algo-1", "algo-2", "algo-3")
     )
     assert files_holding(tmp_path / "sim", value.encode()) == []

@@ -119,7 +119,7 @@ def test_a_secret_that_does_not_exist_ends_every_host_before_ray_starts_naming_i
     workdir = tmp_path / "sim"
     # Its own job: it ends before Ray starts.
     result = sims(workdir, f"--request={request}", PROBE, f"--aws-endpoint={s3_endpoint['AWS_ENDPOINT_URL']}").finish()
-    said = "secret WANDB_API_KEY (sim/no-such-secret) does not exist: create it, or fix --secret WANDB_API_KEY=..."
+    said = "secret WANDB_API_KEY does not exist: create it, or fix --secret WANDB_API_KEY=..."
     assert result == {h: {"exit_code": 2, "failure": said} for h in ("algo-1", "algo-2")}, result
     for host in ("algo-1", "algo-2"):
         assert "Ray runtime started" not in (workdir / host / "log.txt").read_text()

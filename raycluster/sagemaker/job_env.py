@@ -9,6 +9,7 @@ runtime env or log: a Ray job's runtime env is shown on the dashboard, the reque
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -32,12 +33,48 @@ OWNED_NAMES = frozenset(
 )
 SECRET_REFUSED_PREFIXES = ("RAY_",)
 """Ray copies RAY_* variables of the driver into the runtime envs it starts, which the dashboard shows."""
-CREDENTIAL = re.compile(r"(^|_)(TOKEN|API_?KEY|SECRET|PASSWORD|PASSWD|ACCESS_KEY|PRIVATE_KEY|CREDENTIALS?)(_|\Z)")
+CREDENTIAL = re.compile(
+    r"(^|_)(TOKEN|API_?KEY|KEY|SECRET|PASSWORD|PASSWD|PASS|PAT|ACCESS_KEY|PRIVATE_KEY|CREDENTIALS?)(_|\Z)"
+)
+URL_WITH_PASSWORD = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/@\s:]*:[^/@\s]+@")
+"""``postgres://user:pass@host/db``: a credential whatever the variable's name."""
 WHERE_SUFFIXES = ("_PATH", "_FILE", "_DIR")
 """Where a credential is (HF_TOKEN_PATH), not one."""
 SWITCH = re.compile(r"^(0|1|true|false|yes|no|on|off)\Z", re.IGNORECASE)
 """A value no credential has: HF_HUB_DISABLE_IMPLICIT_TOKEN=1 is a switch."""
 SECRET_ID = re.compile(r"^(arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[\w/+=.@-]+|[\w/+=.@-]{1,512})\Z")
+TOKEN_PREFIXES = ("hf_", "sk-", "sk_", "ghp_", "gho_", "ghu_", "ghs_", "github_pat_", "glpat-", "xoxb-", "xoxp-")
+TOKEN_PREFIXES += ("AKIA", "ASIA")
+"""How tokens begin (Hugging Face, OpenAI and Stripe, GitHub, GitLab, Slack, AWS access keys): no secret's name."""
+RANDOM_BITS = 4.3
+"""Bits per character above which a long name with no separator reads as random: a token, not a name."""
+
+
+def looks_like_a_value(secret_id: str) -> bool:
+    """A token's own text where a secret's name or ARN belongs: a prefix tokens carry, a long hex string, or a long
+    string with no separator whose characters are as varied as random ones (names have words: ``team/hf-token``)."""
+    if secret_id.startswith(TOKEN_PREFIXES) or re.fullmatch(r"[0-9a-fA-F]{32,}", secret_id):  # W&B's keys: hex
+        return True
+    if len(secret_id) < 24 or re.search(r"[/._@+=:-]", secret_id):
+        return False
+    counts = [secret_id.count(c) for c in set(secret_id)]
+    bits = -sum(n / len(secret_id) * math.log2(n / len(secret_id)) for n in counts)
+    return bits >= RANDOM_BITS
+
+
+def check_secret(name: str, secret_id: str, hub_cache: bool) -> None:
+    """One ``--secret NAME=ID``, checked at launch and again on every host (a request may be made by hand);
+    the id is never repeated in what is said (given by mistake, it may be the value)."""
+    check_name("--secret", name, hub_cache)
+    if name.startswith(SECRET_REFUSED_PREFIXES):
+        raise UsageError(f"--secret {name}=...: Ray shows RAY_* variables on the dashboard; choose another name")
+    if looks_like_a_value(secret_id):
+        raise UsageError(
+            f"--secret {name}=...: that looks like the secret's value, not its name (DescribeTrainingJob shows "
+            f"the request); store the value in AWS Secrets Manager and pass --secret {name}=<secret name or ARN>"
+        )
+    if not SECRET_ID.match(secret_id):
+        raise UsageError(f"--secret {name}=...: expected a Secrets Manager secret name or ARN")
 
 
 def check_name(flag: str, name: str, hub_cache: bool) -> None:
@@ -52,7 +89,8 @@ def job_environment(env: Mapping[str, str], secrets: Mapping[str, str], hub_cach
     """The request's Environment for ``--env`` and ``--secret`` (each checked, with the fix in one line)."""
     for name, value in env.items():
         check_name("--env", name, hub_cache)
-        if CREDENTIAL.search(name.upper()) and not name.endswith(WHERE_SUFFIXES) and not SWITCH.match(value):
+        named = CREDENTIAL.search(name.upper()) and not name.endswith(WHERE_SUFFIXES) and not SWITCH.match(value)
+        if named or URL_WITH_PASSWORD.match(value):
             raise UsageError(
                 f"--env {name}=...: it looks like a credential, and DescribeTrainingJob shows every --env value; "
                 f"store it in AWS Secrets Manager and pass --secret {name}=<secret name or ARN>"
@@ -60,13 +98,9 @@ def job_environment(env: Mapping[str, str], secrets: Mapping[str, str], hub_cach
         if len(value) > MAX_LENGTH:
             raise UsageError(f"--env {name}=...: values are at most {MAX_LENGTH} characters (SageMaker's limit)")
     for name, secret in secrets.items():
-        check_name("--secret", name, hub_cache)
-        if name.startswith(SECRET_REFUSED_PREFIXES):
-            raise UsageError(f"--secret {name}=...: Ray shows RAY_* variables on the dashboard; choose another name")
+        check_secret(name, secret, hub_cache)
         if name in env:
             raise UsageError(f"--secret {name} and --env {name}: give {name} one way")
-        if not SECRET_ID.match(secret):
-            raise UsageError(f"--secret {name}={secret!r}: expected a Secrets Manager secret name or ARN")
     environment = {**env, **{SECRET_PREFIX + name: secret for name, secret in secrets.items()}}
     if secrets:
         environment[SECRETS_REGION] = region

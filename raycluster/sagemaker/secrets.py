@@ -1,5 +1,6 @@
 """Each host reads the job's secrets from AWS Secrets Manager with the job's own role, before its Ray node
-starts. A secret that is missing or that the role may not read ends the job here, named, never shown."""
+starts. A secret that is missing or that the role may not read ends the job here, named, never shown, and so
+does a name the job may not set (a request may be made by hand); its id is never said either."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import logging
 from collections.abc import Mapping
 
 from raycluster.errors import UsageError
-from raycluster.sagemaker.job_env import SECRETS_REGION, secrets_asked
+from raycluster.sagemaker.job_env import SECRETS_REGION, check_secret, secrets_asked
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,8 @@ def read_secrets(environ: Mapping[str, str]) -> dict[str, str]:
     config = Config(connect_timeout=TIMEOUT_S, read_timeout=TIMEOUT_S, retries={"max_attempts": ATTEMPTS})
     values = {}
     for name, secret in asked.items():
-        where = f"secret {name} ({secret})"
+        check_secret(name, secret, hub_cache=True)  # the request may have been made by hand
+        where = f"secret {name}"  # never its id: given by mistake, that may be the value
         try:
             client = boto3.client("secretsmanager", region_name=region_of(secret, environ), config=config)
             answer = client.get_secret_value(SecretId=secret)
