@@ -138,6 +138,17 @@ def test_a_hub_cache_is_staged_as_its_refs_and_snapshot_files_and_anything_else_
     assert hub_cache_env({"hub": cache}) == {"HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
 
 
+def test_launch_with_a_tokens_value_as_a_secret_id_ends_in_one_line_without_it():
+    value = TOKENS["a Hugging Face token"]
+    shown = run_cli(
+        "launch", "--instance-type=ml.g5.xlarge", "--role=arn:aws:iam::123456789012:role/R", "--region=eu-west-1",
+        "--output-s3=s3://my-bucket/out", f"--secret=HF_TOKEN={value}", "--policy.type=act", "--dry-run",
+    )  # fmt: skip
+    assert shown.returncode == 2 and value not in shown.stdout + shown.stderr, shown.stderr[-2000:]
+    last = shown.stderr.strip().splitlines()[-1]
+    assert last.startswith("raycluster launch: error: --secret HF_TOKEN=...: that looks like the secret's value")
+
+
 def test_the_dry_run_request_holds_env_secret_ids_and_the_hub_channel(tmp_path):
     shown = run_cli(
         "launch", "--instance-type=ml.g5.xlarge", "--role=arn:aws:iam::123456789012:role/R", "--region=eu-west-1",
