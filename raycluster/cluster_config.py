@@ -17,6 +17,9 @@ S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?\Z")
 URI_LIKE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 """A scheme (``s3:``, ``gs:``, ``file:``): what a local path never starts with on the hosts we run on."""
 
+LONGEST_JOB_S = 28 * 24 * 3600.0
+"""SageMaker's longest MaxRuntime: a hang timeout beyond it would turn the watchdog off without saying so."""
+
 
 @dataclass(frozen=True)
 class ClusterConfig:
@@ -84,10 +87,11 @@ class ClusterConfig:
             raise UsageError(f"--cluster.num_workers must be >= 1, got {self.num_workers}")
         if self.max_failures < -1:
             raise UsageError(f"--cluster.max_failures must be >= 0 (or -1 for unlimited), got {self.max_failures}")
-        if not (math.isfinite(self.hang_timeout_s) and (self.hang_timeout_s == 0 or self.hang_timeout_s >= 10)):
+        if not (self.hang_timeout_s == 0 or 10 <= self.hang_timeout_s <= LONGEST_JOB_S):
             raise UsageError(
-                f"--cluster.hang_timeout_s must be 0 (off) or a number of seconds >= 10 (every rank reports its "
-                f"progress every 1-5 s), got {self.hang_timeout_s}"
+                f"--cluster.hang_timeout_s must be 0 (off) or a number of seconds from 10 (every rank reports its "
+                f"progress every 1-5 s) to {LONGEST_JOB_S:.0f} (28 days, SageMaker's longest job), got "
+                f"{self.hang_timeout_s}"
             )
         if not (math.isfinite(self.cpus_per_worker) and self.cpus_per_worker > 0):
             raise UsageError(f"--cluster.cpus_per_worker must be a finite number > 0, got {self.cpus_per_worker}")

@@ -8,6 +8,7 @@ import shutil
 import time
 from pathlib import Path
 
+import boto3
 import pytest
 import ray
 
@@ -16,7 +17,7 @@ from raycluster.checkpoints.keeper import CheckpointKeeper
 from raycluster.checkpoints.manifest import MANIFEST, WRITTEN, manifest_of, problems
 from raycluster.checkpoints.part_store import PartStore
 from raycluster.checkpoints.parts import Complete, GivenUp, Part, PartSet
-from raycluster.checkpoints.placements import Placements
+from raycluster.checkpoints.placements import REMEMBERED_NAMES, Placements, Removal
 from raycluster.checkpoints.store import LocalStore
 from raycluster.checkpoints.transfer import fetch_directory, send_directory
 from raycluster.training.resume import final_checkpoint
@@ -365,22 +366,40 @@ def test_a_late_removal_or_place_spares_a_newer_attempts_part_and_a_given_up_pla
     ray.get(hosts.stores[1].delete.remote("000005", 1))  # attempt 1's failed placement, its word arriving late
     assert part.read_text() == "attempt 2 host 1"
     # Attempt 1's own place of it, which outlasted its deadline, ends now: it writes nothing.
-    late = staged_by_hand(hosts, 1, "000005", 1)
+    late = staged_by_hand(hosts.roots[1].parent / "staging", 1, "000005", 1)
     ray.get(hosts.stores[1].place.remote("000005", 1, 1, manifest_of(late), None))
     assert part.read_text() == "attempt 2 host 1" and not late.exists()
     # A removal that reaches the part store before its own place: the place, when it comes, leaves nothing.
     ray.get(hosts.stores[1].delete.remote("000007", 1))
-    late = staged_by_hand(hosts, 1, "000007", 1)
+    late = staged_by_hand(hosts.roots[1].parent / "staging", 1, "000007", 1)
     ray.get(hosts.stores[1].place.remote("000007", 1, 1, manifest_of(late), None))
     assert not (hosts.roots[1] / "checkpoints" / "000007").exists() and not late.exists()
     ray.get(hosts.stores[1].delete.remote("000005"))  # retention: every attempt's
     assert not part.exists()
 
 
-def staged_by_hand(hosts: Hosts, host: int, name: str, attempt: int) -> Path:
+@pytest.mark.cluster  # a local Ray of this module's
+def test_on_a_root_every_host_shares_a_failed_placements_removal_takes_that_hosts_files_alone(
+    local_ray, s3_endpoint, tmp_path
+):
+    """An S3 root: host 0 has placed attempt 2's part of a step while host 1's place of attempt 1's part ended late,
+    and that placement's removal reaches host 1: host 0's files stay."""
+    on_s3 = {"runtime_env": {"env_vars": s3_endpoint}}
+    keeper = CheckpointKeeper.options(**on_s3).remote("s3://ckpts/shared")
+    stores = [PartStore.options(**on_s3).remote("s3://ckpts/shared", str(tmp_path / f"s{n}"), keeper) for n in (0, 1)]
+    ray.get([store.node_id.remote() for store in stores])  # each has made its staging folder
+    for host, attempt in ((0, 2), (1, 1)):
+        staged = staged_by_hand(tmp_path / f"s{host}", host, "000003", attempt)
+        ray.get(stores[host].place.remote("000003", attempt, host, manifest_of(staged), None))
+    ray.get(stores[1].delete.remote("000003", 1))
+    listed = boto3.client("s3").list_objects_v2(Bucket="ckpts", Prefix="shared/checkpoints/000003/")
+    assert [o["Key"].rsplit("/", 1)[1] for o in listed.get("Contents", [])] == ["__0_0.distcp"]
+
+
+def staged_by_hand(staging_dir: Path, host: int, name: str, attempt: int) -> Path:
     """A part as the part store stages it (in its own staging folder), written here, and not announced: the files
     of a place that the keeper asked for long ago."""
-    [staging] = (hosts.roots[host].parent / "staging").glob("raycluster-parts-*")
+    [staging] = staging_dir.glob("raycluster-parts-*")
     staged = staging / f"{name}.attempt{attempt}.part{host}" / "pretrained_model" / "pytorch_model_fsdp_0"
     staged.mkdir(parents=True)
     (staged / f"__{host}_0.distcp").write_text(f"attempt {attempt} host {host}")
@@ -390,9 +409,20 @@ def staged_by_hand(hosts: Hosts, host: int, name: str, attempt: int) -> Path:
 def test_a_late_place_or_removal_never_touches_a_newer_attempts_part():
     placements = Placements()
     assert placements.may_place("000004", 2) is None
-    placements.placed("000004", 2)
+    placements.placing("000004", 2, ["shard/__1_0.distcp"])
     assert placements.may_place("000004", 1) == "attempt 2's part of it is in place already"
-    assert not placements.may_remove("000004", 1)  # attempt 1's failed placement, its word late
-    assert placements.may_remove("000006", 1)  # nothing known of it here: the keeper's word stands
+    assert placements.removal("000004", 1) is None  # attempt 1's failed placement, its word late
+    assert placements.removal("000006", 1) == Removal(None)  # nothing known of it here: the keeper's word stands
     assert placements.may_place("000006", 1) == "attempt 1's part was given up before it could be placed"
-    assert placements.may_remove("000004", None) and placements.may_place("000004", 3) is None  # retention
+    # A failed placement of this host's part: its own files go (on a root every host shares, nothing else).
+    placements.placing("000008", 3, ["shard/__1_0.distcp"])
+    assert placements.removal("000008", 3) == Removal(("shard/__1_0.distcp",))
+    assert placements.removal("000004", None) == Removal(None) and placements.may_place("000004", 3) is None
+
+
+def test_a_part_store_remembers_its_placements_for_thousands_of_checkpoints_and_no_more():
+    placements = Placements()
+    for step in range(REMEMBERED_NAMES + 10):
+        placements.placing(f"{step:06d}", 2, [])
+    assert placements.may_place(f"{10:06d}", 1) == "attempt 2's part of it is in place already"
+    assert placements.may_place(f"{9:06d}", 1) is None  # forgotten: bounded, whatever the run's length

@@ -104,6 +104,30 @@ def test_missing_or_broken_config_files_are_named(tmp_path):
         read_topology(env)
 
 
+@pytest.mark.parametrize(
+    ("resources", "said"),
+    [
+        ({"hosts": 2}, "resourceconfig.json hosts must be a JSON list of host names, got 2"),
+        ({"instance_groups": {"train": ["algo-1"]}}, "resourceconfig.json instance_groups must be a JSON list"),
+        (
+            {"instance_groups": [{"instance_group_name": ["train"], "hosts": ["algo-1"]}]},
+            "resourceconfig.json instance group ['train']: expected a name and a JSON list of host names",
+        ),
+        (
+            {"instance_groups": [{"instance_group_name": "train", "hosts": "algo-1"}]},
+            "resourceconfig.json instance group 'train': expected a name and a JSON list of host names",
+        ),
+    ],
+)
+def test_a_resourceconfig_of_the_wrong_shape_is_named_not_a_type_error(tmp_path, resources, said):
+    env = fake_job(tmp_path)
+    path = Path(env[BASE_ENV]) / "input" / "config" / "resourceconfig.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **resources}))
+    with pytest.raises(UsageError) as refused:
+        read_topology(env)
+    assert str(refused.value).startswith(said), refused.value
+
+
 def test_hyperparameters_become_flags_as_given():
     # As CreateTrainingJob carries them (strings), in either key form; values keep their exact text.
     settings, flags = split_hyperparameters(

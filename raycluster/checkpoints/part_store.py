@@ -16,18 +16,20 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from raycluster.checkpoints.commits import PLACE_DEADLINE_S
 from raycluster.checkpoints.manifest import CHUNK_BYTES, MANIFEST, manifest_of
 from raycluster.checkpoints.placements import Placements
 from raycluster.checkpoints.store import open_store
 from raycluster.faults import NO_FAULTS, Faults
 
 log = logging.getLogger(__name__)
-LOCK_STRIPES = 16
 
 
 def link_or_copy(source: Path, target: Path) -> None:
@@ -39,6 +41,35 @@ def link_or_copy(source: Path, target: Path) -> None:
         shutil.copy2(source, target)
 
 
+class NameCalls:
+    """One place or removal of a checkpoint at a time (a late one then sees what the other did), calls for other
+    checkpoints beside it; a call that waits longer than ``timeout_s`` for its turn fails, so a place stalled on
+    its disk or upload holds one thread, not every thread that comes to wait behind it."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._held: dict[str, list] = {}
+        """name -> [its lock, how many calls hold or wait for it]; gone when none does."""
+
+    @contextmanager
+    def one_at_a_time(self, name: str, timeout_s: float) -> Iterator[None]:
+        with self._guard:
+            entry = self._held.setdefault(name, [threading.Lock(), 0])
+            entry[1] += 1
+        try:
+            if not entry[0].acquire(timeout=timeout_s):
+                raise TimeoutError(f"another place or removal of checkpoint {name} took longer than {timeout_s:.0f} s")
+            try:
+                yield
+            finally:
+                entry[0].release()
+        finally:
+            with self._guard:
+                entry[1] -= 1
+                if entry[1] == 0:
+                    del self._held[name]
+
+
 @ray.remote(num_cpus=0, max_concurrency=8)
 class PartStore:
     def __init__(self, root: str, staging_dir: str, keeper, faults: Faults = NO_FAULTS):
@@ -46,13 +77,7 @@ class PartStore:
         self.store, self.keeper, self.faults = open_store(root), keeper, faults
         Path(staging_dir).mkdir(parents=True, exist_ok=True)
         self.staging = Path(tempfile.mkdtemp(prefix="raycluster-parts-", dir=staging_dir))
-        self.placements = Placements()
-        self._locks = [threading.Lock() for _ in range(LOCK_STRIPES)]
-        """One place or removal of a checkpoint at a time (a late one then sees what the other did); calls for
-        other checkpoints go on beside it."""
-
-    def _lock_of(self, name: str) -> threading.Lock:
-        return self._locks[hash(name) % LOCK_STRIPES]
+        self.placements, self._calls = Placements(), NameCalls()
 
     def _staged(self, name: str, attempt: int, part: int) -> Path:
         return self.staging / f"{name}.attempt{attempt}.part{part}"
@@ -86,22 +111,22 @@ class PartStore:
         it is the only part, published with this commit record in one rename). The keeper hears back either
         way, and writes the commit record into its own root once every host's part is in place."""
         staged = self._staged(name, attempt, part)
-        with self._lock_of(name):
-            try:
+        try:
+            with self._calls.one_at_a_time(name, PLACE_DEADLINE_S):
                 refused = self.placements.may_place(name, attempt)
                 if refused is not None:
                     raise RuntimeError(f"not placed: {refused}")
+                self.placements.placing(name, attempt, [*manifest, *([MANIFEST] if whole is not None else [])])
                 self.faults.delay_publish(name)
                 if whole is not None:
                     (staged / MANIFEST).write_text(json.dumps(whole, indent=1))
                     self.store.publish(staged, name)
                 else:
                     self.store.place(staged, name, manifest)
-            except Exception as exc:
-                shutil.rmtree(staged, ignore_errors=True)
-                self.keeper.part_placed.remote(name, attempt, part, f"{type(exc).__name__}: {exc}")
-                return
-            self.placements.placed(name, attempt)
+        except Exception as exc:
+            shutil.rmtree(staged, ignore_errors=True)
+            self.keeper.part_placed.remote(name, attempt, part, f"{type(exc).__name__}: {exc}")
+            return
         self.keeper.part_placed.remote(name, attempt, part, None)
 
     def discard(self, name: str, attempt: int, part: int) -> None:
@@ -111,8 +136,13 @@ class PartStore:
         """Retention (every attempt's) or a failed placement (``attempt``'s): this host's files of ``name``
         (SageMaker mirrors the delete to S3, which is why only the keeper decides it, for a checkpoint no one needs
         any more). A failed placement's word may come after a newer attempt placed its part: that part stays."""
-        with self._lock_of(name):
-            if self.placements.may_remove(name, attempt) and name in self.store.names():
+        with self._calls.one_at_a_time(name, PLACE_DEADLINE_S):
+            removal = self.placements.removal(name, attempt)
+            if removal is None or name not in self.store.names():
+                return
+            if removal.files is not None and self.store.shared:  # every host's root: this host's files alone
+                self.store.delete_files(name, removal.files)
+            else:
                 self.store.delete(name)
 
     def local_files(self, name: str, manifest: dict[str, dict]) -> dict[str, str]:

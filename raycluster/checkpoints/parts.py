@@ -20,10 +20,11 @@ within the slowest host's staging time, twice that when it was still staging a p
 this is given up, never waited on)."""
 
 
-def remember(table: dict, key, value) -> None:
-    """``table[key] = value``, the oldest entry forgotten beyond ``REMEMBERED``."""
+def remember(table: dict, key, value, limit: int = REMEMBERED) -> None:
+    """``table[key] = value`` as its newest entry, the oldest forgotten beyond ``limit``."""
+    table.pop(key, None)
     table[key] = value
-    while len(table) > REMEMBERED:
+    while len(table) > limit:
         del table[next(iter(table))]
 
 

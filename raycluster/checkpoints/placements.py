@@ -3,19 +3,33 @@
 A part store runs several calls at once, and a placement that outlasts its deadline still ends: a place or a
 removal of one attempt's part may come after the keeper has given that attempt up and a newer attempt has put
 its own part of the same step in place. Neither may touch the newer part (the committed checkpoint would then
-fail its checksums), and a place that comes after its own removal must leave nothing behind. No Ray, no lock,
-no I/O: the part store holds one, and calls it under a lock per checkpoint name.
+fail its checksums), and a place that comes after its own removal must leave nothing behind. On a root every
+host shares (S3) a failed placement's removal takes this host's own files of it, never another host's. No Ray,
+no lock, no I/O: the part store holds one, and calls it one call per checkpoint name at a time.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from raycluster.checkpoints.parts import remember
+
+REMEMBERED_NAMES = 4096
+"""Checkpoints a part store remembers (a save every 5 minutes for a fortnight): bounded, and far more than a late
+word ever lags behind."""
+
+
+@dataclass(frozen=True)
+class Removal:
+    files: tuple[str, ...] | None
+    """This host's files of a failed placement; None: every file of the checkpoint (retention, or a checkpoint
+    this part store has no word of, where the keeper's word stands)."""
 
 
 class Placements:
     def __init__(self) -> None:
-        self._placed: dict[str, int] = {}
-        """Which attempt's part of each recent checkpoint lies in this root."""
+        self._placed: dict[str, tuple[int, tuple[str, ...]]] = {}
+        """Which attempt's part of each recent checkpoint this host put in its root, and its files."""
         self._given_up: dict[tuple[str, int], bool] = {}
         """(name, attempt) parts the keeper has said to remove: a place of one that comes later is refused."""
 
@@ -23,21 +37,26 @@ class Placements:
         """Why ``attempt``'s part of ``name`` must not be placed now, or None if it may."""
         if (name, attempt) in self._given_up:
             return f"attempt {attempt}'s part was given up before it could be placed"
-        newer = self._placed.get(name, attempt)
+        newer = self._placed.get(name, (attempt,))[0]
         if newer > attempt:
             return f"attempt {newer}'s part of it is in place already"
         return None
 
-    def placed(self, name: str, attempt: int) -> None:
-        remember(self._placed, name, attempt)
+    def placing(self, name: str, attempt: int, files: list[str]) -> None:
+        """Said before the write begins: a removal after a write that failed halfway takes what it left."""
+        remember(self._placed, name, (attempt, tuple(files)), REMEMBERED_NAMES)
 
-    def may_remove(self, name: str, attempt: int | None) -> bool:
-        """Whether this root's files of ``name`` go: every attempt's (retention: ``attempt`` None), or a failed
-        placement's, unless another attempt's part lies there. A root this part store knows nothing of (it
-        restarted) takes the keeper's word."""
-        if attempt is not None:
-            remember(self._given_up, (name, attempt), True)
-            if self._placed.get(name, attempt) != attempt:
-                return False
-        self._placed.pop(name, None)
-        return True
+    def removal(self, name: str, attempt: int | None) -> Removal | None:
+        """What of ``name`` goes from this root: every attempt's (retention: ``attempt`` None), or a failed
+        placement's, unless another attempt's part lies there (None: nothing)."""
+        if attempt is None:
+            self._placed.pop(name, None)
+            return Removal(None)
+        remember(self._given_up, (name, attempt), True, REMEMBERED_NAMES)
+        placed = self._placed.get(name)
+        if placed is None:
+            return Removal(None)
+        if placed[0] != attempt:
+            return None
+        del self._placed[name]
+        return Removal(placed[1])

@@ -105,7 +105,13 @@ class S3Store:
 
     def delete(self, name: str) -> None:
         self.s3.delete_object(Bucket=self.bucket, Key=self._key(name, MANIFEST))
-        keys = list(self._objects(self._key(name) + "/"))
+        self._delete_keys(list(self._objects(self._key(name) + "/")))
+
+    def delete_files(self, name: str, relpaths: tuple[str, ...]) -> None:
+        """Only these files of ``name`` (one host's part of a placement that failed: the others' stay)."""
+        self._delete_keys([self._key(name, relpath) for relpath in relpaths])
+
+    def _delete_keys(self, keys: list[str]) -> None:
         for start in range(0, len(keys), 1000):  # DeleteObjects takes 1000 keys a call
             self.s3.delete_objects(
                 Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in keys[start : start + 1000]]}

@@ -13,7 +13,7 @@ does (the dead host replaced by one with an empty disk). ``World.check`` states 
 
 from __future__ import annotations
 
-from raycluster.checkpoints.commits import PLACE_DEADLINE_S, Commits
+from raycluster.checkpoints.commits import Commits
 from raycluster.checkpoints.effects import Discard, Effect, Picked, Place, Published, Record, Remove
 from raycluster.checkpoints.manifest import WRITTEN
 from raycluster.checkpoints.pacing import Drop, Pick, ShipQueue, Stage
@@ -112,7 +112,7 @@ class World:
                                   "which it does not hold staged")  # fmt: skip
         host.staging.discard((place.name, place.attempt))
         host.root[place.name] = place.attempt
-        host.placements.placed(place.name, place.attempt)
+        host.placements.placing(place.name, place.attempt, [])
         self.sim.send(
             lambda: self._carry_out(self.commits.placed(place.name, place.attempt, place.part, None, self.sim.now))
         )
@@ -128,7 +128,8 @@ class World:
                 host = self.hosts[effect.holder[0]]
                 took = self.sim.rng.uniform(*self.profile.place_s)
                 if self.profile.late_places and self.sim.rng.random() < self.profile.late_places:
-                    took = self.sim.rng.uniform(PLACE_DEADLINE_S, 2 * PLACE_DEADLINE_S)
+                    deadline = self.commits.place_deadline_s
+                    took = self.sim.rng.uniform(deadline, 2 * deadline)
                 self.sim.send(lambda h=host, e=effect, t=took: self.sim.at(t, lambda: self._place(h, e)))
             elif isinstance(effect, Discard):
                 self.sim.send(lambda e=effect: self._on(e.holder).staging.discard((e.name, e.attempt)))
@@ -151,7 +152,7 @@ class World:
 
     @staticmethod
     def _remove(host: Host, remove: Remove) -> None:
-        if host.placements.may_remove(remove.name, remove.attempt):  # as a part store does
+        if host.placements.removal(remove.name, remove.attempt) is not None:  # as a part store does
             host.root.pop(remove.name, None)
 
     def _on(self, holder: tuple[int, int]) -> Host:

@@ -134,6 +134,28 @@ def _channels(env: Mapping[str, str]) -> dict[str, Path]:
     return channels
 
 
+def _names(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(name, str) and name for name in value)
+
+
+def _groups(listed: Any) -> dict[str, tuple[str, ...]]:
+    """resourceconfig.json's instance groups: name -> its hosts, each checked (a file is input like any other)."""
+    if not isinstance(listed, list):
+        raise UsageError(f"resourceconfig.json instance_groups must be a JSON list, got {listed!r}")
+    groups = {}
+    for group in listed:
+        if not isinstance(group, dict) or "instance_group_name" not in group:
+            continue
+        name, hosts = group["instance_group_name"], group.get("hosts", [])
+        if not isinstance(name, str) or not _names(hosts):
+            raise UsageError(
+                f"resourceconfig.json instance group {name!r}: expected a name and a JSON list of host names, "
+                f"got hosts {hosts!r}"
+            )
+        groups[name] = tuple(sorted(hosts, key=host_order))
+    return groups
+
+
 def read_topology(env: Mapping[str, str]) -> Topology:
     base = sagemaker_base(env)
     hosts = _hosts(env)
@@ -150,17 +172,15 @@ def read_topology(env: Mapping[str, str]) -> Topology:
     # The values as sent, not as SM_HPS holds them (JSON-decoded: "[32, 64]" would come back "[32,64]").
     hps = _config_file(base, "hyperparameters.json", required=True)
     _config_file(base, "inputdataconfig.json", required=False)
+    if not _names(resources.get("hosts", [])):
+        raise UsageError(f"resourceconfig.json hosts must be a JSON list of host names, got {resources.get('hosts')!r}")
     if sorted(resources.get("hosts", []), key=host_order) != list(hosts):
         raise UsageError(f"resourceconfig.json hosts {resources.get('hosts')} differ from SM_HOSTS {list(hosts)}")
     if resources.get("current_host") != current:
         raise UsageError(
             f"resourceconfig.json current_host {resources.get('current_host')!r} differs from SM_CURRENT_HOST={current}"
         )
-    groups = {
-        g["instance_group_name"]: tuple(sorted(g.get("hosts", []), key=host_order))
-        for g in resources.get("instance_groups") or []
-        if isinstance(g, dict) and "instance_group_name" in g
-    }
+    groups = _groups(resources.get("instance_groups") or [])
     head_group = next((value_text(v) for k, v in hps.items() if flag_name(k) == "entry.head_group"), None)
     if head_group not in (None, "", "null"):
         if head_group not in groups or not groups[head_group]:
