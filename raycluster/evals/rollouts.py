@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
-
 from raycluster.evals.policy_loading import load_policy
 
 AGGREGATES = ("pc_success", "avg_sum_reward", "avg_max_reward", "n_episodes")
@@ -23,10 +20,7 @@ def rollout_metrics(cfg, device: str) -> dict[str, float]:
     n_envs = max(1, min(cfg.eval.n_episodes, cfg.eval.batch_size or cfg.eval.n_episodes, 8))
     envs = make_env(cfg.env, n_envs=n_envs, use_async_envs=False)
     try:
-        # LeRobot's progress bars (one a rollout, redrawn every step) become a line per redraw once Ray forwards
-        # the task's output: thousands of lines an evaluation. The outcome is the line a person reads; logging's
-        # own lines still go out (their handlers hold the stream they were given).
-        with torch.no_grad(), open(os.devnull, "w") as nowhere, contextlib.redirect_stderr(nowhere):
+        with torch.no_grad():
             info = eval_policy_all(
                 envs=envs,
                 policy=loaded.policy,
