@@ -33,8 +33,10 @@ def test_the_request_carries_env_as_given_and_a_secret_by_its_id_only():
         "HF_ENDPOINT": "https://hub.example.com",  # a URL with no password in it
         "KEYBOARD_LAYOUT": "us",  # KEY only as a word of its own
     }
-    environment = job_environment(given, {"HF_TOKEN": "team/hf"}, hub_cache=False, region="eu-west-1")
-    assert environment == {**given, SECRET_PREFIX + "HF_TOKEN": "team/hf", SECRETS_REGION: "eu-west-1"}
+    secrets = {"HF_TOKEN": "team/hf", "HUB": "hf_token"}  # a name that begins as a token does, but is a name
+    environment = job_environment(given, secrets, hub_cache=False, region="eu-west-1")
+    ids = {SECRET_PREFIX + name: secret for name, secret in secrets.items()}
+    assert environment == {**given, **ids, SECRETS_REGION: "eu-west-1"}
     assert job_environment({}, {}, hub_cache=False, region="") == {}
 
 

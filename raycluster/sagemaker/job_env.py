@@ -53,7 +53,8 @@ RANDOM_BITS = 4.3
 def looks_like_a_value(secret_id: str) -> bool:
     """A token's own text where a secret's name or ARN belongs: a prefix tokens carry, a long hex string, or a long
     string with no separator whose characters are as varied as random ones (names have words: ``team/hf-token``)."""
-    if secret_id.startswith(TOKEN_PREFIXES) or re.fullmatch(r"[0-9a-fA-F]{32,}", secret_id):  # W&B's keys: hex
+    prefixed = secret_id.startswith(TOKEN_PREFIXES) and len(secret_id) >= 20  # hf_token is a name, hf_AbC... not
+    if prefixed or re.fullmatch(r"[0-9a-fA-F]{32,}", secret_id):  # W&B's keys: hex
         return True
     if len(secret_id) < 24 or re.search(r"[/._@+=:-]", secret_id):
         return False
