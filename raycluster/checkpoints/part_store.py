@@ -138,11 +138,11 @@ class PartStore:
         any more). A failed placement's word may come after a newer attempt placed its part: that part stays."""
         with self._calls.one_at_a_time(name, PLACE_DEADLINE_S):
             removal = self.placements.removal(name, attempt)
-            if removal is None or name not in self.store.names():
+            if removal is None:
                 return
             if removal.files is not None and self.store.shared:  # every host's root: this host's files alone
-                self.store.delete_files(name, removal.files)
-            else:
+                self.store.delete_files(name, removal.files)  # by key: no listing of the whole root first
+            elif name in self.store.names():
                 self.store.delete(name)
 
     def local_files(self, name: str, manifest: dict[str, dict]) -> dict[str, str]:
