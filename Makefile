@@ -39,11 +39,13 @@ lint: venv
 	$(VENV)/bin/ruff check $(LINTED)
 	$(VENV)/bin/ruff format --check $(LINTED)
 
-# Every test's duration goes to outputs/junit.xml (the next cut is chosen from figures); the 15 slowest are printed.
-# One test at a time: two side by side (pytest-xdist) on this machine's 2 cores made a simulated job and a local
-# training run each take 1.6-2.3 times as long, which wins little time and squeezes the tests' time bounds.
+# First every test that starts no Ray, two at a time (as test-fast); then the ones that train or start Ray, one at a
+# time: two side by side (pytest-xdist) on this machine's 2 cores made a simulated job and a local training run
+# each take 1.6-2.3 times as long, which wins little time and squeezes the tests' time bounds. Every test's
+# duration goes to outputs/junit*.xml (the next cut is chosen from figures); the 15 slowest are printed.
 test: lint
-	$(VENV)/bin/python -m pytest -q -ra --durations=15 --junitxml=outputs/junit.xml
+	$(VENV)/bin/python -m pytest -q -ra -n 2 -m "not slow and not cluster" --junitxml=outputs/junit-fast.xml
+	$(VENV)/bin/python -m pytest -q -ra --durations=15 -m "slow or cluster" --junitxml=outputs/junit.xml
 
 # Two at a time (pytest-xdist): none of these starts Ray, so any two may run side by side.
 test-fast: lint

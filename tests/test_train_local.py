@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from conftest import COMMON, REPO, TINY_ACT, dataset_flags, logged_losses, recorded_rows, run_cli
+from conftest import COMMON, REPO, dataset_flags, logged_losses, recorded_rows, run_cli
 from guides import guide_command, run_guide_block
 from raycluster.demo import TINY_DIFFUSION
 from raycluster.training.phases import START_UP
@@ -118,11 +118,21 @@ def test_resume_continues_from_the_checkpoint(act_run, tmp_path):
     assert summary["final_step"] == 30 and summary["checkpoints"] == [10, 20, 30]
 
 
-def test_diffusion_trains(dataset, tmp_path):
-    out = tmp_path / "run"
-    train(dataset, *TINY_DIFFUSION, "--steps=6", "--save_freq=6", "--log_freq=3", f"--output_dir={out}")
-    summary = read_summary(out)
-    assert summary["final_step"] == 6 and summary["checkpoints"] == [6]
+def test_diffusion_trains_and_a_run_that_saves_no_checkpoint_still_ends_well_with_a_model_dir(dataset, tmp_path):
+    # One run for both: a Diffusion policy under DDP, and, as on SageMaker, where the model dir is always set,
+    # --save_checkpoint=false leaves nothing to publish there and the run still ends well.
+    result = train(
+        dataset,
+        *TINY_DIFFUSION,
+        "--steps=6",
+        "--log_freq=3",
+        "--save_checkpoint=false",
+        f"--output_dir={tmp_path / 'out'}",
+        f"--cluster.model_dir={tmp_path / 'model'}",
+    )
+    assert "nothing to publish to the model dir" in result.stdout + result.stderr
+    summary = read_summary(tmp_path / "model")
+    assert summary["final_step"] == 6 and summary["checkpoints"] == []
     assert summary["policy_wrapper"] == "DistributedDataParallel"
 
 
@@ -148,21 +158,6 @@ def test_same_losses_as_torchrun_lerobot_train(act_run, tmp_path):
     expected = logged_losses(baseline.stdout + baseline.stderr)
     assert sorted(expected) == list(range(1, 21))
     assert logged_losses((act_run.parent / "output.txt").read_text()) == expected
-
-
-def test_a_run_that_saves_no_checkpoint_still_ends_well_with_a_model_dir(dataset, tmp_path):
-    # As on SageMaker, where the model dir is always set: --save_checkpoint=false leaves nothing to publish.
-    result = train(
-        dataset,
-        *TINY_ACT,
-        "--steps=2",
-        "--save_checkpoint=false",
-        f"--output_dir={tmp_path / 'out'}",
-        f"--cluster.model_dir={tmp_path / 'model'}",
-        workers=1,
-    )
-    assert "nothing to publish to the model dir" in result.stdout + result.stderr
-    assert read_summary(tmp_path / "model")["final_step"] == 2
 
 
 def test_the_run_leaves_curves_with_the_logged_numbers_and_a_picture_whose_loss_falls(act_run):
