@@ -74,6 +74,9 @@ TOKENS = {
     "a GitHub token": "ghp_" + "mK2p" * 9,
     "a W&B key (hex)": "0f3a" * 10,
     "a random string": "Xq7Lm2Rv9Tz4Wb8Nc1Kd6Hs3Pf5Yg0Ju",
+    "an AWS secret access key": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLE9+",
+    "a JWT": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJyb2JvdC0xIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    "a random run in a path": "team/Xq7Lm2Rv9Tz4Wb8Nc1Kd6Hs3Pf5Yg0Ju",
 }
 
 
@@ -87,6 +90,23 @@ def test_a_secrets_value_given_where_its_name_belongs_is_refused_without_repeati
     with pytest.raises(UsageError) as refused:
         read_secrets({SECRET_PREFIX + "HF_TOKEN": value, SECRETS_REGION: "eu-west-1"})
     assert str(refused.value) == said
+
+
+@pytest.mark.parametrize("flag", ["--env", "--secret"])
+def test_a_secrets_value_given_as_a_variables_name_is_refused_without_repeating_it(flag):
+    value = "hf_" + TOKENS["a random string"]
+    env, secrets = ({value: "1"}, {}) if flag == "--env" else ({}, {value: "team/hf"})
+    with pytest.raises(UsageError) as refused:
+        job_environment(env, secrets, hub_cache=False, region="eu-west-1")
+    said = str(refused.value)
+    assert said.startswith(f"{flag} ...: that name looks like a secret's value") and value not in said
+
+
+def test_launch_with_a_value_typed_without_its_name_ends_in_one_line_without_it():
+    value = TOKENS["a Hugging Face token"]
+    shown = run_cli("launch", "--instance-type=ml.g5.xlarge", f"--secret={value}", "--policy.type=act", "--dry-run")
+    assert shown.returncode == 2 and value not in shown.stdout + shown.stderr, shown.stderr[-2000:]
+    assert shown.stderr.strip().splitlines()[-1].endswith("argument --secret: expected KEY=VALUE")
 
 
 @pytest.mark.parametrize("name", ["PATH", "LD_PRELOAD", "RAY_ADDRESS", "AWS_ACCESS_KEY_ID"])

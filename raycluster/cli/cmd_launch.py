@@ -51,7 +51,8 @@ def register(verbs) -> None:
 def key_value(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=VALUE")
+        # The text is not repeated: a value typed without its KEY= may be a secret's.
+        raise argparse.ArgumentTypeError("expected KEY=VALUE")
     return key, value
 
 

@@ -48,19 +48,33 @@ TOKEN_PREFIXES += ("AKIA", "ASIA")
 """How tokens begin (Hugging Face, OpenAI and Stripe, GitHub, GitLab, Slack, AWS access keys): no secret's name."""
 RANDOM_BITS = 4.3
 """Bits per character above which a long name with no separator reads as random: a token, not a name."""
+SEPARATORS = re.compile(r"[/._@+=:-]")
+AWS_SECRET_KEY = re.compile(r"^[A-Za-z0-9/+]{40}\Z")
+"""An AWS secret access key: 40 characters of base64, '/' and '+' among them."""
+JWT = re.compile(r"^eyJ[\w-]+\.eyJ[\w-]+\.[\w-]*\Z")
+"""A JSON Web Token: base64url header and claims (both begin as ``{"`` does), and a signature."""
 
 
 def looks_like_a_value(secret_id: str) -> bool:
-    """A token's own text where a secret's name or ARN belongs: a prefix tokens carry, a long hex string, or a long
-    string with no separator whose characters are as varied as random ones (names have words: ``team/hf-token``)."""
+    """A token's own text where a secret's name or ARN belongs: a prefix tokens carry, or a token's shape."""
     prefixed = secret_id.startswith(TOKEN_PREFIXES) and len(secret_id) >= 20  # hf_token is a name, hf_AbC... not
-    if prefixed or re.fullmatch(r"[0-9a-fA-F]{32,}", secret_id):  # W&B's keys: hex
+    return prefixed or token_shaped(secret_id)
+
+
+def token_shaped(text: str) -> bool:
+    """A long hex string (W&B's keys), an AWS secret access key, a JWT, or a long run between separators whose
+    characters are as varied as random ones (names have words: ``team/hf-token``, ``HF_TOKEN``)."""
+    if re.fullmatch(r"[0-9a-fA-F]{32,}", text) or JWT.match(text):
         return True
-    if len(secret_id) < 24 or re.search(r"[/._@+=:-]", secret_id):
-        return False
-    counts = [secret_id.count(c) for c in set(secret_id)]
-    bits = -sum(n / len(secret_id) * math.log2(n / len(secret_id)) for n in counts)
-    return bits >= RANDOM_BITS
+    if AWS_SECRET_KEY.match(text) and all(re.search(p, text) for p in ("[a-z]", "[A-Z]", "[0-9]")):
+        return True
+    return any(len(run) >= 24 and random_like(run) for run in SEPARATORS.split(text))
+
+
+def random_like(text: str) -> bool:
+    """Bits per character (Shannon, over the text's own characters) at or above a random string's."""
+    counts = [text.count(c) for c in set(text)]
+    return -sum(n / len(text) * math.log2(n / len(text)) for n in counts) >= RANDOM_BITS
 
 
 def check_secret(name: str, secret_id: str, hub_cache: bool) -> None:
@@ -79,6 +93,10 @@ def check_secret(name: str, secret_id: str, hub_cache: bool) -> None:
 
 
 def check_name(flag: str, name: str, hub_cache: bool) -> None:
+    if token_shaped(name):  # never repeated: a value given as the name is shown by DescribeTrainingJob
+        raise UsageError(
+            f"{flag} ...: that name looks like a secret's value; give {flag} NAME=..., NAME a variable's name"
+        )
     if not NAME.match(name) or len(name) > MAX_LENGTH - len(SECRET_PREFIX):
         raise UsageError(f"{flag} {name}=...: a name is letters, digits and '_', not starting with a digit")
     if name in OWNED_NAMES or name.startswith(OWNED_PREFIXES) or (hub_cache and name in HUB_ENV):
