@@ -282,7 +282,9 @@ def test_awkward_values_survive_sagemakers_own_driver(tmp_path):
 
 
 def test_submitted_job_runs_our_entry_point_in_command_mode(aws):
-    result = launch(aws, *JOB, *FLAGS)
+    # A secret that exists passes the launch's DescribeSecret (a missing one: the test below).
+    arn = client("secretsmanager", aws).create_secret(Name="launch/hf", SecretString="hf_x")["ARN"]
+    result = launch(aws, *JOB, *FLAGS, f"--secret=HF_TOKEN={arn}")
     assert result.returncode == 0, result.stderr[-3000:]
     job = result.stdout.split("submitted ", 1)[1].split(";")[0]
     described = sagemaker(aws).describe_training_job(TrainingJobName=job)
@@ -338,12 +340,15 @@ def test_submitted_job_runs_our_entry_point_in_command_mode(aws):
         ),
         ({"AWS_ENDPOINT_URL": "http://127.0.0.1:9"}, "cannot reach AWS"),
         ({"bucket": "raycluster-no-such-bucket"}, "NoSuchBucket"),
+        # Checked with the caller's credentials before anything is uploaded; the id is not repeated.
+        ({"secret": "team/no-such-secret"}, "--secret HF_TOKEN=...: no such secret in"),
     ],
 )
 def test_a_launch_aws_refuses_ends_in_one_line_and_leaves_nothing(aws, change, message):
-    env = {k: v for k, v in {**aws, **change}.items() if v is not None and k != "bucket"}
+    env = {k: v for k, v in {**aws, **change}.items() if v is not None and k not in ("bucket", "secret")}
     bucket = change.get("bucket", BUCKET)
     job = [a.replace(f"s3://{BUCKET}/", f"s3://{bucket}/") for a in JOB]
+    job += [f"--secret=HF_TOKEN={change['secret']}"] if "secret" in change else []
     jobs_before = len(sagemaker(aws).list_training_jobs()["TrainingJobSummaries"])
     objects_before = s3(aws).list_objects_v2(Bucket=BUCKET).get("KeyCount", 0)
     result = subprocess.run(
@@ -357,6 +362,7 @@ def test_a_launch_aws_refuses_ends_in_one_line_and_leaves_nothing(aws, change, m
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
     errors = [line for line in result.stderr.splitlines() if line.startswith("raycluster launch: error:")]
     assert len(errors) == 1 and message in errors[0], result.stderr[-3000:]
+    assert "no-such-secret" not in result.stdout + result.stderr
     assert len(sagemaker(aws).list_training_jobs()["TrainingJobSummaries"]) == jobs_before
     assert s3(aws).list_objects_v2(Bucket=BUCKET).get("KeyCount", 0) == objects_before
 

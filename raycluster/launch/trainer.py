@@ -21,6 +21,7 @@ from raycluster.launch.aws_errors import AwsError, one_line
 from raycluster.launch.channels import data_channels
 from raycluster.launch.dashboard import keep_token
 from raycluster.launch.requirements import constraints, requirements
+from raycluster.launch.secret_ids import check_secrets_exist
 from raycluster.launch.spec import LaunchSpec
 from raycluster.layout import AUTH_TOKEN_FILE, SHIPPED_WHEELS, SOURCE_DIR
 
@@ -215,6 +216,7 @@ def launch(spec: LaunchSpec, wait: bool = False) -> dict:
 
         try:  # every AWS call, the SDK's role validation in ModelTrainer's constructor included
             session = _session(spec, offline=False)
+            check_secrets_exist(spec.secrets, session.boto_session.region_name, session.boto_session)
             trainer = build_trainer(spec, source, session)
             events = session.boto_session.events
             events.register(
@@ -222,6 +224,8 @@ def launch(spec: LaunchSpec, wait: bool = False) -> dict:
             )
             events.register("after-call.sagemaker.CreateTrainingJob", job_created)
             trainer.train(input_data_config=data_channels(spec), wait=wait, logs=wait)
+        except UsageError:  # ours, one line naming the flag (a secret's check): nothing is uploaded before it
+            raise
         except Exception as exc:
             if not created and session is not None:
                 _remove_uploads(session)
