@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from raycluster.errors import UsageError
 from raycluster.sagemaker.job_env import SECRETS_REGION
-from raycluster.sagemaker.secrets import region_of
+from raycluster.sagemaker.secrets import refusal, region_of
 
 DESCRIBE_HINT = "allow secretsmanager:DescribeSecret on it to the credentials that launch (the job's role reads it)"
 
@@ -25,11 +25,7 @@ def check_secrets_exist(secrets: Mapping[str, str], region: str, boto_session) -
                 SecretId=secret
             )
         except botocore.exceptions.ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code", "")
-            if code == "ResourceNotFoundException":
-                raise UsageError(f"{where}: no such secret in {secret_region}; create it, or fix the id") from None
-            if code in ("AccessDeniedException", "AccessDenied"):
-                raise UsageError(f"{where}: cannot tell that it exists; {DESCRIBE_HINT}") from None
-            raise UsageError(f"{where}: DescribeSecret: {code or type(exc).__name__}") from None
+            missing = f"{where}: no such secret in {secret_region}; create it, or fix the id"
+            raise refusal(exc, missing, f"{where}: cannot tell that it exists; {DESCRIBE_HINT}", where) from None
         if described.get("DeletedDate"):
             raise UsageError(f"{where}: the secret is scheduled for deletion; restore it, or name another")

@@ -41,12 +41,8 @@ def read_secrets(environ: Mapping[str, str]) -> dict[str, str]:
             client = boto3.client("secretsmanager", region_name=region_of(secret, environ), config=config)
             answer = client.get_secret_value(SecretId=secret)
         except botocore.exceptions.ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code", "")
-            if code == "ResourceNotFoundException":
-                raise UsageError(f"{where} does not exist: create it, or fix --secret {name}=...") from None
-            if code in ("AccessDeniedException", "AccessDenied"):
-                raise UsageError(f"{where}: the job's role may not read it; {IAM_HINT}") from None
-            raise UsageError(f"{where} could not be read: {code or type(exc).__name__}") from None
+            missing = f"{where} does not exist: create it, or fix --secret {name}=..."
+            raise refusal(exc, missing, f"{where}: the job's role may not read it; {IAM_HINT}", where) from None
         except botocore.exceptions.NoCredentialsError:
             raise UsageError(f"{where}: no AWS credentials on this host (the job's role gives them)") from None
         except botocore.exceptions.BotoCoreError as exc:
@@ -56,3 +52,14 @@ def read_secrets(environ: Mapping[str, str]) -> dict[str, str]:
         values[name] = answer["SecretString"]
         log.info("read %s", where)
     return values
+
+
+def refusal(exc, missing: str, denied: str, where: str) -> UsageError:
+    """Secrets Manager's refusal (a botocore ClientError) as one line: ``missing`` or ``denied`` where it says so,
+    else ``where`` with its code; never the secret's id, which AWS's own message may hold."""
+    code = exc.response.get("Error", {}).get("Code", "")
+    if code == "ResourceNotFoundException":
+        return UsageError(missing)
+    if code in ("AccessDeniedException", "AccessDenied"):
+        return UsageError(denied)
+    return UsageError(f"{where}: {exc.operation_name}: {code or type(exc).__name__}")
