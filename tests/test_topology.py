@@ -117,6 +117,10 @@ def test_missing_or_broken_config_files_are_named(tmp_path):
             {"instance_groups": [{"instance_group_name": "train", "hosts": "algo-1"}]},
             "resourceconfig.json instance group 'train': expected a name and a JSON list of host names",
         ),
+        (
+            {"instance_groups": [{"instance_group_name": "train", "hosts": ["algo-1", "algo-9"]}]},
+            "resourceconfig.json instance group 'train' lists ['algo-9'], which are not in SM_HOSTS",
+        ),
     ],
 )
 def test_a_resourceconfig_of_the_wrong_shape_is_named_not_a_type_error(tmp_path, resources, said):

@@ -181,6 +181,11 @@ def read_topology(env: Mapping[str, str]) -> Topology:
             f"resourceconfig.json current_host {resources.get('current_host')!r} differs from SM_CURRENT_HOST={current}"
         )
     groups = _groups(resources.get("instance_groups") or [])
+    for name, members in groups.items():  # a group's hosts are the job's: the head and Ray's resources follow them
+        if strangers := [host for host in members if host not in hosts]:
+            raise UsageError(
+                f"resourceconfig.json instance group {name!r} lists {strangers}, which are not in SM_HOSTS {list(hosts)}"
+            )
     head_group = next((value_text(v) for k, v in hps.items() if flag_name(k) == "entry.head_group"), None)
     if head_group not in (None, "", "null"):
         if head_group not in groups or not groups[head_group]:
