@@ -103,7 +103,7 @@ def test_failing_training_ends_every_host_with_the_drivers_code(job, tmp_path):
     # The failure names the flag and what LeRobot said of it, not "see the error above".
     assert "LeRobot rejected the training flags" in result["algo-1"]["failure"]
     assert "invalid choice: 'no_such_policy'" in result["algo-1"]["failure"]
-    assert result["algo-2"] == {"exit_code": 0, "failure": None}
+    assert result["algo-2"] == result["algo-1"]  # the head's code and reason: the job failed on every host
     # The job's log is streamed into the head's, each line once.
     assert (tmp_path / "algo-1" / "log.txt").read_text().count("[job] Running entrypoint for job") == 1
 

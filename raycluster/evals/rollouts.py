@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 from raycluster.evals.policy_loading import load_policy
 
 AGGREGATES = ("pc_success", "avg_sum_reward", "avg_max_reward", "n_episodes")
@@ -20,7 +23,7 @@ def rollout_metrics(cfg, device: str) -> dict[str, float]:
     n_envs = max(1, min(cfg.eval.n_episodes, cfg.eval.batch_size or cfg.eval.n_episodes, 8))
     envs = make_env(cfg.env, n_envs=n_envs, use_async_envs=False)
     try:
-        with torch.no_grad():
+        with torch.no_grad(), no_progress_bars():
             info = eval_policy_all(
                 envs=envs,
                 policy=loaded.policy,
@@ -36,3 +39,18 @@ def rollout_metrics(cfg, device: str) -> dict[str, float]:
     finally:
         close_envs(envs)
     return {name: float(info["overall"][name]) for name in AGGREGATES}
+
+
+@contextlib.contextmanager
+def no_progress_bars() -> Iterator[None]:
+    """LeRobot's rollout bar (its ``trange``) redraws at every env step, and Ray forwards each redraw as a log
+    line: hundreds per evaluation. The task logs its outcome once instead; LeRobot's warnings and logging, on
+    stderr like the bar, still reach the log."""
+    from lerobot.scripts import lerobot_eval
+
+    bar = lerobot_eval.trange
+    lerobot_eval.trange = lambda *args, **kwargs: bar(*args, **{**kwargs, "disable": True})
+    try:
+        yield
+    finally:
+        lerobot_eval.trange = bar

@@ -10,7 +10,7 @@ from raycluster.bootstrap import RayNode, gcs_reachable, resolve, wait_for
 from raycluster.faults import NO_FAULTS, Faults
 from raycluster.layout import GCS_PORT
 from raycluster.sagemaker.entry_settings import EntrySettings
-from raycluster.sagemaker.failure import SIGTERM_REASON, HostFailure, Stopped
+from raycluster.sagemaker.failure import SIGTERM_REASON, HostFailure, JobFailed, Stopped
 from raycluster.sagemaker.host_node import node_spec
 from raycluster.sagemaker.outcome import read_outcome
 from raycluster.sagemaker.reaper import OrphanReaper
@@ -54,6 +54,10 @@ class WorkerHost:
                     # A job stopped by SIGTERM is stopped on this host too, even if its own SIGTERM was lost.
                     if self.stop.is_set() or outcome["code"] == Stopped.exit_code:
                         raise Stopped(outcome.get("reason") or SIGTERM_REASON)
+                    # A failed job fails here too, with the head's code and reason: this host's log stream and
+                    # status never read as a success of a job that failed.
+                    if outcome["code"]:
+                        raise JobFailed(outcome["code"], outcome.get("reason") or f"the job failed on {head}")
                     return 0
                 time.sleep(1)
         finally:
