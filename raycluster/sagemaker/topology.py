@@ -138,21 +138,26 @@ def _names(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(name, str) and name for name in value)
 
 
-def _groups(listed: Any) -> dict[str, tuple[str, ...]]:
-    """resourceconfig.json's instance groups: name -> its hosts, each checked (a file is input like any other)."""
+def _groups(listed: Any, hosts: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """resourceconfig.json's instance groups: name -> its hosts, each checked (a file is input like any other),
+    every one among ``hosts`` (the job's: the head and Ray's resources follow a group's hosts)."""
     if not isinstance(listed, list):
         raise UsageError(f"resourceconfig.json instance_groups must be a JSON list, got {listed!r}")
     groups = {}
     for group in listed:
         if not isinstance(group, dict) or "instance_group_name" not in group:
             continue
-        name, hosts = group["instance_group_name"], group.get("hosts", [])
-        if not isinstance(name, str) or not _names(hosts):
+        name, members = group["instance_group_name"], group.get("hosts", [])
+        if not isinstance(name, str) or not _names(members):
             raise UsageError(
                 f"resourceconfig.json instance group {name!r}: expected a name and a JSON list of host names, "
-                f"got hosts {hosts!r}"
+                f"got hosts {members!r}"
             )
-        groups[name] = tuple(sorted(hosts, key=host_order))
+        if strangers := [host for host in members if host not in hosts]:
+            raise UsageError(
+                f"resourceconfig.json instance group {name!r} lists {strangers}, which are not in SM_HOSTS {list(hosts)}"
+            )
+        groups[name] = tuple(sorted(members, key=host_order))
     return groups
 
 
@@ -180,12 +185,7 @@ def read_topology(env: Mapping[str, str]) -> Topology:
         raise UsageError(
             f"resourceconfig.json current_host {resources.get('current_host')!r} differs from SM_CURRENT_HOST={current}"
         )
-    groups = _groups(resources.get("instance_groups") or [])
-    for name, members in groups.items():  # a group's hosts are the job's: the head and Ray's resources follow them
-        if strangers := [host for host in members if host not in hosts]:
-            raise UsageError(
-                f"resourceconfig.json instance group {name!r} lists {strangers}, which are not in SM_HOSTS {list(hosts)}"
-            )
+    groups = _groups(resources.get("instance_groups") or [], hosts)
     head_group = next((value_text(v) for k, v in hps.items() if flag_name(k) == "entry.head_group"), None)
     if head_group not in (None, "", "null"):
         if head_group not in groups or not groups[head_group]:
