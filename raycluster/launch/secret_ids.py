@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from raycluster.errors import UsageError
-from raycluster.sagemaker.job_env import SECRETS_REGION
 from raycluster.sagemaker.secrets import refusal, region_of
 
 DESCRIBE_HINT = "allow secretsmanager:DescribeSecret on it to the credentials that launch (the job's role reads it)"
@@ -19,7 +18,7 @@ def check_secrets_exist(secrets: Mapping[str, str], region: str, boto_session) -
 
     for name, secret in secrets.items():
         where = f"--secret {name}=..."
-        secret_region = region_of(secret, {SECRETS_REGION: region})
+        secret_region = region_of(secret, region)
         try:
             described = boto_session.client("secretsmanager", region_name=secret_region).describe_secret(
                 SecretId=secret

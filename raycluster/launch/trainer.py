@@ -224,11 +224,11 @@ def launch(spec: LaunchSpec, wait: bool = False) -> dict:
             )
             events.register("after-call.sagemaker.CreateTrainingJob", job_created)
             trainer.train(input_data_config=data_channels(spec), wait=wait, logs=wait)
-        except UsageError:  # ours, one line naming the flag (a secret's check): nothing is uploaded before it
-            raise
         except Exception as exc:
             if not created and session is not None:
                 _remove_uploads(session)
+            if isinstance(exc, UsageError):  # ours (a secret's check): already one line naming the flag
+                raise
             raise AwsError(f"launch failed: {one_line(exc)}") from None
     log.info("submitted training job %s", captured.get("TrainingJobName"))
     return json.loads(json.dumps(captured, default=str))

@@ -17,10 +17,10 @@ ATTEMPTS = 3
 IAM_HINT = "allow secretsmanager:GetSecretValue on it (and kms:Decrypt on its key) to the job's role"
 
 
-def region_of(secret: str, environ: Mapping[str, str]) -> str | None:
+def region_of(secret: str, launched_in: str | None) -> str | None:
     """An ARN names its region; a name is read where the job was launched."""
     parts = secret.split(":")
-    return parts[3] if secret.startswith("arn:") and len(parts) > 3 else environ.get(SECRETS_REGION)
+    return parts[3] if secret.startswith("arn:") and len(parts) > 3 else launched_in
 
 
 def read_secrets(environ: Mapping[str, str]) -> dict[str, str]:
@@ -38,7 +38,9 @@ def read_secrets(environ: Mapping[str, str]) -> dict[str, str]:
         check_secret(name, secret, hub_cache=True)  # the request may have been made by hand
         where = f"secret {name}"  # never its id: given by mistake, that may be the value
         try:
-            client = boto3.client("secretsmanager", region_name=region_of(secret, environ), config=config)
+            client = boto3.client(
+                "secretsmanager", region_name=region_of(secret, environ.get(SECRETS_REGION)), config=config
+            )
             answer = client.get_secret_value(SecretId=secret)
         except botocore.exceptions.ClientError as exc:
             missing = f"{where} does not exist: create it, or fix --secret {name}=..."
