@@ -78,6 +78,7 @@ def test_a_stopped_rank_is_named_with_its_stack_the_group_restarts_and_a_hang_wi
     # the head, fails with the same code and reason (its log never ends as a success of a failed job).
     assert result["algo-1"]["exit_code"] == 1 and result["algo-2"] == result["algo-1"], result
     assert "hang: no rank of attempt 2 made progress" in result["algo-1"]["failure"], result
+    assert "stacks in /opt/ml/model/raycluster_hang_attempt2.txt): rank" in result["algo-1"]["failure"], result
     assert_clean()
 
 

@@ -64,15 +64,16 @@ def test_the_rank_that_stopped_beating_is_the_stuck_one_and_the_line_says_where_
              '    __next__ (torch/utils/data.py:733)\n'),
     }  # fmt: skip
     line = describe(hang, ALLOW.step_s, spied, "/out/raycluster_hang_attempt1.txt")
-    assert line.startswith(
-        "hang: no rank of attempt 1 made progress for 62s after step 10 (--cluster.hang_timeout_s=60)"
+    assert line.startswith(  # the stacks' file and the stuck rank first: a FailureReason keeps 1,024 characters
+        "hang: no rank of attempt 1 made progress for 62s after step 10 (--cluster.hang_timeout_s=60; "
+        "stacks in /out/raycluster_hang_attempt1.txt): rank 1 on algo-2 (pid 101) stuck"
     )
     assert (
         "rank 1 on algo-2 (pid 101) stuck (training, stopped, silent 50s) in __next__ (torch/utils/data.py:733)" in line
     )
     assert "rank 0 on algo-1 (pid 100) waiting (training, sleeping) in all_reduce (torch/distributed/c10d.py:81), " \
            "from after_step (raycluster/training/interrupt.py:120)" in line  # fmt: skip
-    assert line.endswith("stacks in /out/raycluster_hang_attempt1.txt") and "\n" not in line
+    assert "\n" not in line
 
 
 def test_at_scale_the_line_names_the_stuck_rank_and_counts_the_ranks_waiting_in_one_place():
@@ -82,8 +83,32 @@ def test_at_scale_the_line_names_the_stuck_rank_and_counts_the_ranks_waiting_in_
     assert [b.rank for b in hang.stuck] == [300]
     line = describe(hang, ALLOW.step_s, {}, "/f")
     assert "rank 300 on algo-38 (pid 400) stuck (training, unknown, silent 60s) in no stack" in line
-    assert "511 more ranks on 64 hosts waiting (training, unknown) in no stack" in line and len(line) < 1000
+    assert "511 ranks on 64 hosts waiting (training, unknown) in no stack" in line and len(line) < 1000
     assert [b.rank for b in shown_in_the_log(hang, {})] == [0, 300]  # the log shows one per place; the file all
+
+
+def test_at_scale_with_every_rank_beating_the_rank_alone_in_its_place_comes_first_and_the_line_stays_short():
+    # The common NCCL hang: every rank's beacon beats, no rank steps; rank 300 sits in its data loader while
+    # the other 511 wait in the all-reduce. Every rank counts as hung; the odd one is named before the crowd.
+    ranks = [beat(n, idle=70, silent=2, host=f"algo-{n // 8 + 1}") for n in range(512)]
+    hang = find_hang(ranks, ALLOW)
+    assert len(hang.stuck) == 512
+    collective = 'Thread 200 (idle): "TrainingThread(train_fn)"\n    all_reduce (torch/distributed/c10d.py:81)\n'
+    loader = 'Thread 500 (idle): "TrainingThread(train_fn)"\n    __next__ (torch/utils/data.py:733)\n'
+    taken = {b.pid: ("sleeping", "py-spy", collective.replace("200", str(b.native_thread))) for b in ranks}
+    taken[400] = ("sleeping", "py-spy", loader)
+    line = describe(hang, ALLOW.step_s, taken, "/opt/ml/model/raycluster_hang_attempt1.txt")
+    culprit = "rank 300 on algo-38 (pid 400) hung (training, sleeping) in __next__ (torch/utils/data.py:733)"
+    crowd = "511 ranks on 64 hosts hung (training, sleeping) in all_reduce (torch/distributed/c10d.py:81)"
+    assert line.endswith(f"raycluster_hang_attempt1.txt): {culprit}; {crowd}"), line
+    assert [b.rank for b in shown_in_the_log(hang, taken)] == [0, 300]  # the log shows 2 stacks, not 512
+    # 512 ranks each in a place of its own: the line still names a bounded few and counts the rest.
+    own = {b.pid: loader.replace("500", str(b.native_thread)).replace("733", str(b.rank)) for b in ranks}
+    scattered = {pid: ("sleeping", "py-spy", text) for pid, text in own.items()}
+    line = describe(hang, ALLOW.step_s, scattered, "/f")
+    named = line.split("/f): ", 1)[1].split("; ")
+    assert len(named) == 12 and named[-1] == "501 more ranks elsewhere" and len(line) < 1200, line
+    assert len(shown_in_the_log(hang, scattered)) == 12
 
 
 def test_the_board_keeps_each_ranks_newest_beat_of_the_newest_running_attempt():

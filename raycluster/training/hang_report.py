@@ -1,5 +1,6 @@
-"""What the watchdog says of a hang: one line naming the stuck ranks and where each is (the waiting ones
-summed up by where they wait: at 512 ranks a line per rank would be a page), and every rank's stacks."""
+"""What the watchdog says of a hang: one line naming the stuck ranks and where each is, bounded at any scale
+(the ranks in one place counted, not listed: at 512 ranks a line per rank would be a page), and every rank's
+stacks."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from raycluster.training.progress import Beat
 
 NO_ANSWER = ("unknown", "none", "the host did not answer")
 SPELLED_OUT = 4
-"""Waiting ranks in one place named one by one up to this many; beyond, counted."""
+"""Ranks in one place named one by one up to this many; beyond, counted."""
+MAX_PARTS = 12
+"""Places named in the line; the ranks of any others are counted together."""
 
 
 @dataclass(frozen=True)
@@ -46,31 +49,49 @@ def loop_frames(stacks: str, thread: int, native_thread: int) -> list[str]:
 
 
 def describe(hang: Hang, step_s: float, taken: dict[int, tuple[str, str, str]], stacks_at: str) -> str:
-    """One line: which ranks, on which hosts, stuck where; where the others wait; the stacks' file."""
-    stuck = {b.rank for b in hang.stuck}
-    told_apart = len(stuck) < len(hang.ranks)
-    parts, waiting = [], defaultdict(list)
-    for beat in hang.ranks:
-        state, _, text = taken.get(beat.pid, NO_ANSWER)
-        at = where(text, beat.thread, beat.native_thread)
-        if beat.rank in stuck:
-            silent = f", silent {beat.silent_s:.0f}s" if told_apart else ""
-            parts.append(f"{beat.who} {'stuck' if told_apart else 'hung'} ({beat.activity}, {state}{silent}) in {at}")
-        else:
-            waiting[beat.activity, state, at].append(beat)
-    for (activity, state, at), beats in waiting.items():
-        if len(beats) <= SPELLED_OUT:
-            parts += [f"{b.who} waiting ({activity}, {state}) in {at}" for b in beats]
-        else:
-            hosts = len({b.host for b in beats})
-            parts.append(f"{len(beats)} more ranks on {hosts} hosts waiting ({activity}, {state}) in {at}")
+    """One line, bounded at any scale: the stacks' file first (a FailureReason keeps 1,024 characters), then
+    the ranks by place, the odd ones first. Where every rank still beats, each counts as hung, and the rank
+    alone in its place (in its data loader while 511 wait in a collective) is the one to look at."""
+    parts = [part for place, beats in odd_first(ranks_by_place(hang, taken)) for part in named(*place, beats)]
+    if len(parts) > MAX_PARTS:
+        rest = sum(count for _, count in parts[MAX_PARTS - 1 :])
+        parts = [*parts[: MAX_PARTS - 1], (f"{rest} more ranks elsewhere", rest)]
     steps = [b.step for b in hang.ranks if b.step is not None]
     after = f"after step {max(steps)}" if steps else "before its first step"
     idle = min(b.idle_now for b in hang.ranks)
     return (
         f"hang: no rank of attempt {hang.attempt} made progress for {idle:.0f}s {after} "
-        f"(--cluster.hang_timeout_s={step_s:g}): " + "; ".join(parts) + f"; stacks in {stacks_at}"
+        f"(--cluster.hang_timeout_s={step_s:g}; stacks in {stacks_at}): " + "; ".join(text for text, _ in parts)
     )
+
+
+def ranks_by_place(hang: Hang, taken: dict[int, tuple[str, str, str]]) -> dict[tuple[str, str, str, str], list[Beat]]:
+    """(stuck/hung/waiting, activity, process state, innermost frame) -> the ranks there, in rank order."""
+    stuck = {b.rank for b in hang.stuck}
+    told_apart = len(stuck) < len(hang.ranks)
+    places: dict[tuple[str, str, str, str], list[Beat]] = defaultdict(list)
+    for beat in hang.ranks:
+        state, _, text = taken.get(beat.pid, NO_ANSWER)
+        kind = ("stuck" if told_apart else "hung") if beat.rank in stuck else "waiting"
+        places[kind, beat.activity, state, where(text, beat.thread, beat.native_thread)].append(beat)
+    return places
+
+
+def odd_first(places: dict[tuple[str, str, str, str], list[Beat]]) -> list[tuple[tuple[str, str, str, str], list[Beat]]]:
+    """The stuck before the waiting, then the fewest ranks in a place first."""
+    return sorted(places.items(), key=lambda item: (item[0][0] == "waiting", len(item[1])))
+
+
+def named(kind: str, activity: str, state: str, at: str, beats: list[Beat]) -> list[tuple[str, int]]:
+    """(text, ranks it covers): each rank of a place by name up to ``SPELLED_OUT``; beyond, counted."""
+    if len(beats) > SPELLED_OUT:
+        silent = f", silent {min(b.silent_s for b in beats):.0f}s or more" if kind == "stuck" else ""
+        hosts = len({b.host for b in beats})
+        return [(f"{len(beats)} ranks on {hosts} hosts {kind} ({activity}, {state}{silent}) in {at}", len(beats))]
+    return [
+        (f"{b.who} {kind} ({activity}, {state}{f', silent {b.silent_s:.0f}s' if kind == 'stuck' else ''}) in {at}", 1)
+        for b in beats
+    ]
 
 
 def stacks_text(beats: list[Beat], taken: dict[int, tuple[str, str, str]]) -> str:
@@ -82,11 +103,7 @@ def stacks_text(beats: list[Beat], taken: dict[int, tuple[str, str, str]]) -> st
 
 
 def shown_in_the_log(hang: Hang, taken: dict[int, tuple[str, str, str]]) -> list[Beat]:
-    """The stuck ranks, and the first of the waiting ranks in each place: the file has every rank's."""
-    stuck, seen, shown = {b.rank for b in hang.stuck}, set(), []
-    for beat in hang.ranks:
-        at = where(taken.get(beat.pid, NO_ANSWER)[2], beat.thread, beat.native_thread)
-        if beat.rank in stuck or at not in seen:
-            shown.append(beat)
-            seen.add(at)
-    return shown
+    """The first rank of each place (stuck ones and waiting ones apart), of the places the line names first,
+    in rank order: the file has every rank's stacks, the log a bounded few."""
+    firsts = [beats[0] for _, beats in odd_first(ranks_by_place(hang, taken))[:MAX_PARTS]]
+    return sorted(firsts, key=lambda b: b.rank)
