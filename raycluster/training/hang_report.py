@@ -77,7 +77,9 @@ def ranks_by_place(hang: Hang, taken: dict[int, tuple[str, str, str]]) -> dict[t
     return places
 
 
-def odd_first(places: dict[tuple[str, str, str, str], list[Beat]]) -> list[tuple[tuple[str, str, str, str], list[Beat]]]:
+def odd_first(
+    places: dict[tuple[str, str, str, str], list[Beat]],
+) -> list[tuple[tuple[str, str, str, str], list[Beat]]]:
     """The stuck before the waiting, then the fewest ranks in a place first."""
     return sorted(places.items(), key=lambda item: (item[0][0] == "waiting", len(item[1])))
 
