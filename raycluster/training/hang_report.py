@@ -14,6 +14,8 @@ SPELLED_OUT = 4
 """Ranks in one place named one by one up to this many; beyond, counted."""
 MAX_PARTS = 12
 """Places named in the line; the ranks of any others are counted together."""
+Place = tuple[str, str, str, str]
+"""(stuck, hung or waiting; activity; process state; innermost frame)."""
 
 
 @dataclass(frozen=True)
@@ -65,11 +67,11 @@ def describe(hang: Hang, step_s: float, taken: dict[int, tuple[str, str, str]], 
     )
 
 
-def ranks_by_place(hang: Hang, taken: dict[int, tuple[str, str, str]]) -> dict[tuple[str, str, str, str], list[Beat]]:
+def ranks_by_place(hang: Hang, taken: dict[int, tuple[str, str, str]]) -> dict[Place, list[Beat]]:
     """(stuck/hung/waiting, activity, process state, innermost frame) -> the ranks there, in rank order."""
     stuck = {b.rank for b in hang.stuck}
     told_apart = len(stuck) < len(hang.ranks)
-    places: dict[tuple[str, str, str, str], list[Beat]] = defaultdict(list)
+    places: dict[Place, list[Beat]] = defaultdict(list)
     for beat in hang.ranks:
         state, _, text = taken.get(beat.pid, NO_ANSWER)
         kind = ("stuck" if told_apart else "hung") if beat.rank in stuck else "waiting"
@@ -77,9 +79,7 @@ def ranks_by_place(hang: Hang, taken: dict[int, tuple[str, str, str]]) -> dict[t
     return places
 
 
-def odd_first(
-    places: dict[tuple[str, str, str, str], list[Beat]],
-) -> list[tuple[tuple[str, str, str, str], list[Beat]]]:
+def odd_first(places: dict[Place, list[Beat]]) -> list[tuple[Place, list[Beat]]]:
     """The stuck before the waiting, then the fewest ranks in a place first."""
     return sorted(places.items(), key=lambda item: (item[0][0] == "waiting", len(item[1])))
 
