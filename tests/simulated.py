@@ -187,6 +187,15 @@ def training_workers(workdir: Path, host: str) -> list[int]:
     return host_processes(workdir, host, "ray::RayTrainWorker")
 
 
+def actors_started(workdir: Path, host: str) -> list[str]:
+    """The class of every actor a host's Ray node ran, from the first line of each worker's log."""
+    named = []
+    for out in (workdir / host / "scratch" / "ray").glob("session_*/logs/worker-*.out"):
+        if found := re.search(rb":actor_name:(\w+)", out.read_bytes()[:500]):
+            named.append(found.group(1).decode())
+    return sorted(named)
+
+
 def files_holding(root: Path, needle: bytes) -> list[str]:
     found = []
     for path in root.rglob("*"):

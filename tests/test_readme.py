@@ -13,6 +13,7 @@ import pytest
 
 from conftest import REPO
 from guides import guide_block, guide_command, run_guide_block
+from simulated import actors_started
 
 
 def test_the_readmes_train_and_launch_blocks_are_the_guides_own():
@@ -150,6 +151,10 @@ def test_the_sim_request_form_runs_as_written(tmp_path, dataset, sims):
     assert all(h["exit_code"] == 0 for h in result.values()), result
     summary = json.loads((workdir / "algo-1" / "opt" / "ml" / "model" / "raycluster_summary.json").read_text())
     assert summary["final_step"] == 20 and summary["world_size"] == 2
+    # Ray Train's preemption watcher (an actor polling for Ray's node drains, which SageMaker never makes) is off.
+    actors = actors_started(workdir, "algo-1") + actors_started(workdir, "algo-2")
+    assert "TrainController" in actors and "PreemptionWatcher" not in actors, actors
+    print("actors started:", actors)
     # The figures of this sim in docs/simulated-jobs.md come from these lines.
     print(
         "\n".join(

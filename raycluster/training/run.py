@@ -54,6 +54,8 @@ log = logging.getLogger(__name__)
 CONTROLLER_POLL_S = 0.5
 POLL_INTERVAL = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"
 """Ray Train's own setting (passed on to its controller); not exported by ``ray.train.constants``."""
+PREEMPTION_WATCHER = "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"
+"""Ray Train's own switch (passed on to its controller) for an actor per worker group that polls Ray's node drains."""
 
 
 class TrainingFailed(Exception):
@@ -115,6 +117,10 @@ def make_trainer(
     # Ray Train's controller sees a finished or failed worker group only when it polls (every 2 s by default):
     # up to 2 s more at the end of every run and before every recovery, for a poll that costs next to nothing.
     os.environ.setdefault(POLL_INTERVAL, str(CONTROLLER_POLL_S))
+    # Ray Train starts an actor at every worker group's start that polls for nodes Ray drains (an autoscaler's
+    # preemption notice). SageMaker tells a spot interruption by SIGTERM on every host, which the stop path
+    # handles, and nothing here drains a node: off, one process fewer per start and restart. A user's value wins.
+    os.environ.setdefault(PREEMPTION_WATCHER, "0")
     return TorchTrainer(
         train_loop_per_worker,
         train_loop_config=vars(worker),
