@@ -73,7 +73,8 @@ PYEOF
 # LeRobot main: sharded training, which accelerate allows on GPUs only (on CPU it refuses --parallelism.dp_shard).
 main_wheel=$(ls ../shared/wheels/lerobot-*.whl .whl/lerobot-main/lerobot-*.whl 2>/dev/null | tail -1 || true)
 if [ $mode = cpu ] || [ -z "$main_wheel" ]; then
-  echo "lerobot main: FSDP/HSDP skipped (${main_wheel:+CPU: accelerate shards on GPUs only}${main_wheel:-no LeRobot main wheel})"
+  [ -n "$main_wheel" ] && why="CPU: accelerate shards on GPUs only" || why="no LeRobot main wheel"
+  echo "lerobot main: FSDP/HSDP skipped ($why)"
   exit 0
 fi
 "$PY" -m pip install -q --no-index --no-deps --target "$work/lerobot-main" "$main_wheel"

@@ -11,7 +11,7 @@ import pytest
 import torch
 from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
-from conftest import COMMON, TINY_ACT, dataset_flags, recorded_rows, run_cli
+from conftest import COMMON, TINY_ACT, recorded_rows, run_cli
 from raycluster.evals.plan import EvalPlan
 from raycluster.evals.task import evaluate_pretrained
 from raycluster.faults import EVAL_RAISE as TESTING_RAISE
@@ -121,18 +121,14 @@ def test_the_best_checkpoint_is_the_model_and_survives_retention(evaluated_run):
     assert json.loads((work / "model" / "raycluster_summary.json").read_text())["best"] == best
 
 
-def test_the_held_out_loss_is_lerobots_own_at_one_rank(dataset, tmp_path):
+def test_the_held_out_loss_is_lerobots_own_at_one_rank(one_worker_run):
     """LeRobot's inline ``step N: eval_loss=`` (its loop, at one rank) and raycluster's evaluation of checkpoint N:
     the same weights, the same held-out episodes, the same number."""
-    out = tmp_path / "run"
-    flags = ["--steps=4", "--save_freq=2", "--log_freq=2", "--dataset.eval_split=0.25", "--eval_steps=2"]
-    result = run_cli("train", "--cluster.num_workers=1", *dataset_flags(dataset), *TINY_ACT, *COMMON, *flags,
-                     f"--output_dir={out}")  # fmt: skip
-    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    out, _, result = one_worker_run
     inline = {
         int(m[1]): float(m[2]) for m in re.finditer(r"step (\d+): eval_loss=([0-9.]+)", result.stdout + result.stderr)
     }
-    assert sorted(inline) == [2, 4]
+    assert sorted(inline) == [10, 20]
     plan = EvalPlan(held_out=True, rollouts=False, options={"resources": {}})
     threads = torch.get_num_threads()  # the evaluation sets this process's to the CPUs its task would hold
     try:

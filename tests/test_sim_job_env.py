@@ -12,7 +12,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from conftest import COMMON, REPO, TINY_ACT, TINY_ACT_HPS, dataset_flags, logged_losses, run_cli, write_hub_cache
+from conftest import REPO, TINY_ACT_HPS, logged_losses, run_cli, write_hub_cache
 from simulated import assert_clean, files_holding, wait_for_log
 
 pytestmark = [
@@ -137,16 +137,13 @@ def guide_staging_lines() -> list[str]:
 
 
 def test_a_pretrained_policy_from_a_hub_cache_on_s3_fine_tunes_with_no_hub(
-    job, dataset, s3_endpoint, tmp_path, monkeypatch
+    job, one_worker_run, s3_endpoint, tmp_path, monkeypatch
 ):
-    # From scratch first: 20 steps (at a rate that learns in 20), whose final model becomes the pretrained policy.
-    # Where that policy was trained does not matter here: a local run on one worker, a minute cheaper than a job.
-    hps = {**TINY_ACT_HPS, "steps": 20, "save_freq": 20, "log_freq": 1, "policy__optimizer_lr": 1e-3}
-    flags = ["--steps=20", "--save_freq=20", "--log_freq=1", "--policy.optimizer_lr=0.001"]
-    scratch = run_cli("train", "--cluster.num_workers=1", *dataset_flags(dataset), *TINY_ACT, *COMMON, *flags,
-                      f"--output_dir={tmp_path / 'scratch'}", f"--cluster.model_dir={tmp_path / 'scratch-model'}")  # fmt: skip
-    assert scratch.returncode == 0, (scratch.stdout + scratch.stderr)[-4000:]
+    # From scratch first: 20 steps at a rate that learns in 20, whose final model becomes the pretrained policy.
+    # Where that policy was trained does not matter here: the session's local run on one worker.
+    _, scratch_model, scratch = one_worker_run
     from_scratch = logged_losses(scratch.stdout + scratch.stderr)
+    hps = {**TINY_ACT_HPS, "steps": 20, "save_freq": 20, "log_freq": 1, "policy__optimizer_lr": 1e-3}
     # Saved as the repo the guide stages, in the cache `hf download` would have made in a clone of the guide's.
     clone = tmp_path / "clone"
     clone.mkdir()
@@ -154,7 +151,7 @@ def test_a_pretrained_policy_from_a_hub_cache_on_s3_fine_tunes_with_no_hub(
     write_hub_cache(
         clone / "hub",
         "lerobot/smolvla_base",
-        tmp_path / "scratch-model" / "pretrained_model",
+        scratch_model / "pretrained_model",
     )
     boto3.client("s3").create_bucket(Bucket="my-bucket")
     # The guide's two commands as written (HF_HUB_OFFLINE=1 here: `hf download` finds the repo in the cache).
