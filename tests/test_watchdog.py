@@ -1,5 +1,6 @@
 """The hang watchdog's verdict over the ranks' beats, and the stacks it takes from real processes."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -19,8 +20,9 @@ from raycluster.training.progress import (
     Beat,
     Beats,
     ProgressBeacon,
+    started_at,
 )
-from raycluster.training.stacks import answer_stack_requests, process_state, py_spy, take_stack
+from raycluster.training.stacks import answer_stack_requests, end_family, process_state, py_spy, take_stack
 from raycluster.training.watchdog import Allowances, find_hang
 
 ALLOW = Allowances.for_timeout(60)
@@ -170,7 +172,8 @@ def sleeper():
     finally:
         process.kill()
         process.wait()
-        os.kill(child, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
 
 
 def test_stacks_come_from_faulthandler_without_ptrace_rights_and_from_py_spy_even_when_stopped(sleeper):
@@ -192,3 +195,34 @@ def test_stacks_come_from_faulthandler_without_ptrace_rights_and_from_py_spy_eve
     else:  # this machine refuses ptrace: the line says so
         assert "no ptrace rights" in text
     sleeper.send_signal(signal.SIGCONT)
+
+
+def test_a_hung_rank_is_ended_with_the_processes_it_started_and_a_reused_pid_is_spared(sleeper):
+    sleeper, child = sleeper
+    sleeper.send_signal(signal.SIGSTOP)  # hung, as the kernel stops it
+    time.sleep(0.2)
+    assert end_family(sleeper.pid, started_at(sleeper.pid) + 1) == []  # another process that got the same pid
+    assert process_state(sleeper.pid) == "stopped" and process_state(child) in ("running", "sleeping")
+    assert sorted(end_family(sleeper.pid, started_at(sleeper.pid))) == sorted([sleeper.pid, child])
+    sleeper.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while process_state(child) not in ("gone", "zombie") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert process_state(child) in ("gone", "zombie")  # not reparented and left running
+
+
+def test_a_beat_that_cannot_be_sent_does_not_end_the_beats():
+    sent: list[Beat] = []
+
+    def send(beat: Beat) -> None:
+        if len(sent) == 0 and not getattr(send, "failed", False):
+            send.failed = True
+            raise RuntimeError("the board is restarting")
+        sent.append(beat)
+
+    beacon = ProgressBeacon(send, 0, 1, ("algo-1", "node0"), every_s=0.05)
+    deadline = time.monotonic() + 10
+    while len(sent) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    beacon.stop()
+    assert len(sent) >= 3 and sent[0].started == started_at(os.getpid())

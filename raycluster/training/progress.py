@@ -8,16 +8,20 @@ frozen) is told apart from one that beats but makes no progress (waiting in a co
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import psutil
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from raycluster.training.lerobot_api import LoopHooks
+
+log = logging.getLogger(__name__)
 
 STARTING, TRAINING, SAVING, VALIDATING, PUBLISHING, DONE = (
     "starting",
@@ -38,6 +42,7 @@ class Beat:
     node_id: str
     pid: int
     started: float
+    """When the rank's process started, in seconds since boot (``started_at``): a pid reused is another process."""
     """The process's start time (psutil's): a pid the kernel gave to another process since is never ended."""
     thread: int
     """The training loop's thread (Ray Train runs it in one of its own): its Python id, which faulthandler
@@ -140,8 +145,8 @@ class ProgressBeacon(LoopHooks):
         self._lock = threading.Lock()
         self._since, self._step_activity, self._seq = time.monotonic(), TRAINING, 0
         self._stopped = threading.Event()
-        process, loop = psutil.Process(), (threading.get_ident(), threading.get_native_id())  # on the loop's thread
-        self._beat = Beat(rank, attempt, *where, process.pid, process.create_time(), *loop, None, STARTING, 0.0)
+        loop = threading.get_ident(), threading.get_native_id()  # on the loop's thread
+        self._beat = Beat(rank, attempt, *where, os.getpid(), started_at(os.getpid()), *loop, None, STARTING, 0.0)
         threading.Thread(target=self._send_every, name="progress-beacon", daemon=True).start()
 
     def now(self, activity: str, step: int | None = None) -> None:
@@ -175,6 +180,26 @@ class ProgressBeacon(LoopHooks):
             self.send(replace(self._beat, idle_s=time.monotonic() - self._since, seq=self._seq))
 
     def _send_every(self) -> None:
+        failed = False
         while not self._stopped.is_set():
-            self._send()
+            try:
+                self._send()
+            except Exception as exc:  # one failed send must not end the beats: a silent rank is taken for a hung one
+                if not failed:
+                    log.warning("rank %d: a progress beat could not be sent (%s); beating on", self._beat.rank, exc)
+                failed = True
             self._stopped.wait(self.every_s)
+
+
+def started_at(pid: int) -> float:
+    """When process ``pid`` started, in seconds since the machine booted (its start in clock ticks, from
+    /proc/<pid>/stat): psutil's create_time adds the boot time as the wall clock has it when first asked, so a
+    wall-clock step between the rank's asking and the killer's would make them disagree forever. Without /proc,
+    create_time."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        if Path("/proc/self/stat").exists():  # /proc is there: the process is gone
+            raise psutil.NoSuchProcess(pid) from None
+        return psutil.Process(pid).create_time()
+    return int(stat.rsplit(")", 1)[1].split()[19]) / os.sysconf("SC_CLK_TCK")

@@ -24,6 +24,8 @@ import psutil
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from raycluster.training.progress import started_at
+
 log = logging.getLogger(__name__)
 
 STACK_SIGNAL = signal.SIGUSR2
@@ -131,14 +133,30 @@ class StackTaker:
             return dict(taken)
 
     def kill(self, processes: list[tuple[int, float]]) -> None:
-        """Each (pid, start time) still that very process."""
+        """Each (pid, start time) still that very process, with every process it started."""
         for pid, started in processes:
-            try:
-                process = psutil.Process(pid)
-                if process.create_time() == started:
-                    process.kill()
-            except psutil.NoSuchProcess:
-                pass
+            end_family(pid, started)
+
+
+def end_family(pid: int, started: float) -> list[int]:
+    """SIGKILL ``pid`` if it is still the process that started at ``started`` (``started_at``), then every
+    process it had started (its data-loader workers, a video decoder): reparented, a child outlives the rank it
+    served, holding memory and /dev/shm. The rank first, so it starts no more. The pids ended."""
+    try:
+        rank = psutil.Process(pid)
+        if started_at(pid) != started:
+            return []
+        family = [rank, *rank.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+    ended = []
+    for process in family:
+        try:
+            process.kill()
+            ended.append(process.pid)
+        except psutil.NoSuchProcess:
+            pass
+    return ended
 
 
 def stack_taker(node_id: str):
