@@ -27,7 +27,6 @@ import ray.train  # noqa: E402
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.distributed.checkpoint as dcp  # noqa: E402
-from lerobot.scripts import lerobot_train  # noqa: E402
 from ray.train import FailureConfig, RunConfig, ScalingConfig  # noqa: E402
 from ray.train.torch import TorchTrainer  # noqa: E402
 from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict  # noqa: E402
@@ -87,9 +86,18 @@ def save(step_dir: Path, model, rank: int, attempt: int, payload_mb: int) -> Non
         (step_dir / "pretrained_model" / "config.json").write_text('{"type": "test"}')
 
 
+def lerobot_update_last_checkpoint():
+    from lerobot.scripts import lerobot_train
+
+    return lerobot_train.update_last_checkpoint
+
+
 def loop(config: dict) -> dict | None:
     context = ray.train.get_context()
     rank, world = context.get_world_rank(), context.get_world_size()
+    # LeRobot's own `last` link, which rank 0 alone updates: imported there only, before the first collective,
+    # since importing LeRobot costs a process about 8 s of CPU that 8 ranks would pay for one small function.
+    update_last = lerobot_update_last_checkpoint() if rank == 0 else None
     hosts = rank_hosts(ray.util.get_node_ip_address(), rank, world)
     # Where the attempt starts, as training decides it: the checkpoint fetched onto every host from the hosts
     # that hold its parts, this host's saves of a failed attempt dropped.
@@ -117,7 +125,7 @@ def loop(config: dict) -> dict | None:
     doomed = attempt == 1 and hosts.index(hosts[-1]) == rank  # the lowest rank on the last host
     # LeRobot's own `update_last_checkpoint`; its save replaced by this job's, both wrapped as in training.
     saves = {"save_checkpoint": lambda step_dir: save(Path(step_dir), model, rank, attempt, config["payload_mb"]),
-             "update_last_checkpoint": lerobot_train.update_last_checkpoint}  # fmt: skip
+             "update_last_checkpoint": update_last}  # fmt: skip
     wrapped = loop_wrappers(saves, hooks)
     timings = {}
     while step < config["steps"]:
