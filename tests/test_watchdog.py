@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -23,7 +24,7 @@ from raycluster.training.progress import (
     started_at,
 )
 from raycluster.training.stacks import answer_stack_requests, end_family, process_state, py_spy, take_stack
-from raycluster.training.watchdog import Allowances, find_hang
+from raycluster.training.watchdog import Allowances, Watchdog, find_hang
 
 ALLOW = Allowances.for_timeout(60)
 
@@ -226,3 +227,26 @@ def test_a_beat_that_cannot_be_sent_does_not_end_the_beats():
         time.sleep(0.05)
     beacon.stop()
     assert len(sent) >= 3 and sent[0].started == started_at(os.getpid())
+
+
+def test_a_watchdog_that_cannot_check_says_so_once_and_again_when_it_can(caplog):
+    # The board gone (its process died, Ray restarting it): every check fails until it is back.
+    watchdog = Watchdog(None, Allowances.for_timeout(6), [])  # a check every second
+    outcomes = iter([RuntimeError("ActorDiedError: the board died")] * 3 + [None] * 100)
+
+    def check() -> None:
+        if (failure := next(outcomes)) is not None:
+            raise failure
+
+    watchdog.check = check
+    done = threading.Event()
+    with caplog.at_level("INFO", logger="raycluster.training.watchdog"):
+        thread = watchdog.start(done)
+        time.sleep(4.5)
+        done.set()
+        thread.join(timeout=5)
+    said = [record.getMessage() for record in caplog.records]
+    assert said == [
+        "the hang watchdog cannot check (1 failed checks): ActorDiedError: the board died; no hang is seen until it can",
+        "the hang watchdog checks again, after 3 failed checks",
+    ], said

@@ -129,8 +129,11 @@ def rank_whereabouts() -> tuple[str, str]:
 
 
 def board_on_this_node():
+    """On the driver's node, restarted by Ray if its process dies: its state is lost with it, but the ranks'
+    next beats refill it within seconds, and without a board no hang would be seen again."""
     here = ray.get_runtime_context().get_node_id()
-    return ProgressBoard.options(scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)).remote()
+    affinity = NodeAffinitySchedulingStrategy(here, soft=False)
+    return ProgressBoard.options(scheduling_strategy=affinity, max_restarts=-1).remote()
 
 
 class ProgressBeacon(LoopHooks):

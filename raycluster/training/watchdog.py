@@ -37,6 +37,8 @@ SLOW_ACTIVITY_S = 900.0
 """At least this long for a first step (dataset, model, a resumed checkpoint's fetch), a checkpoint save."""
 LONG_ACTIVITY_S = 1800.0
 """At least this long for a validation (LeRobot's env rollouts) and the final publish (every host's part)."""
+SAY_AGAIN_S = 600.0
+"""A watchdog that cannot check says so again this often while it lasts."""
 ASK_S = 60.0
 """The longest the watchdog waits for the board or for every node's stacks."""
 KILL_AGAIN_AFTER_S = 120.0
@@ -100,11 +102,26 @@ class Watchdog:
         return thread
 
     def _run(self, done: threading.Event) -> None:
+        failed, said_at = 0, None
         while not done.wait(self.allowances.beats_every_s()):
             try:
                 self.check()
-            except Exception:  # the watchdog must outlive any one failure of its own, or no hang is ever caught
-                log.exception("the hang watchdog's check failed; checking again")
+            except Exception as exc:  # the watchdog must outlive any failure of its own, or no hang is ever caught
+                failed += 1
+                # Said at once (with the traceback the first time), then once every SAY_AGAIN_S while it lasts:
+                # a check every few seconds would otherwise log thousands of tracebacks a day.
+                if said_at is None or time.monotonic() - said_at > SAY_AGAIN_S:
+                    log.warning(
+                        "the hang watchdog cannot check (%d failed checks): %s; no hang is seen until it can",
+                        failed,
+                        exc,
+                        exc_info=said_at is None,
+                    )
+                    said_at = time.monotonic()
+                continue
+            if failed:
+                log.info("the hang watchdog checks again, after %d failed checks", failed)
+            failed, said_at = 0, None
 
     def check(self) -> None:
         hang = find_hang(ray.get(self.board.newest_attempt.remote(), timeout=ASK_S), self.allowances)
