@@ -28,6 +28,17 @@ def test_a_call_that_hangs_or_raises_is_no_answer_within_its_bound():
     hang.set()
 
 
+def test_a_bounded_call_is_given_up_at_once_on_sigterm():
+    # The head's submission to a dashboard that takes connections and never answers: a SIGTERM ends the wait.
+    hang, clock = threading.Event(), StopClock()
+    threading.Timer(0.3, clock.set).start()
+    started = time.monotonic()
+    assert within(60, hang.wait, "submitting the job", stop=clock) == (False, None)
+    assert time.monotonic() - started < 2
+    assert within(60, lambda: "submitted", "submitting the job", stop=StopClock()) == (True, "submitted")
+    hang.set()
+
+
 def test_a_poll_of_a_hung_service_waits_on_the_one_call_in_flight_and_takes_its_late_answer():
     release, calls = threading.Event(), []
 

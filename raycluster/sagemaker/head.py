@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 DASHBOARD = f"http://127.0.0.1:{DASHBOARD_PORT}"
 GONE_AFTER_S = 5.0
 """A worker host that asked for the outcome before and has not for this long has left."""
+SUBMIT_S = 60.0
+"""The longest the Jobs API may take to take the job (it answers within a second when it is well)."""
 JOBS_API_LOST_S = 30.0
 """A Jobs API that has not answered for this long is gone (the dashboard died): the job cannot be followed
 or stopped through it, and the head ends it rather than wait for SageMaker's MaxRuntime."""
@@ -138,7 +140,18 @@ class Head:
     def _run_job(self, script: Path, flags: list[str]) -> int:
         if self.stop.is_set():  # nothing is submitted after SIGTERM
             raise Stopped(f"{SIGTERM_REASON}, before the job started")
-        job = SubmittedJob(DASHBOARD, script, flags, reports=SCRATCH / "job-reports")
+        # Bounded, and cut short by SIGTERM: Ray's client has no timeout of its own, and a dashboard that takes
+        # connections but never answers would keep every host up until SageMaker's MaxRuntime. A job submitted
+        # when the SIGTERM comes is stopped as any running job is, below.
+        submitted, job = within(SUBMIT_S, lambda: SubmittedJob(DASHBOARD, script, flags, reports=SCRATCH / "job-reports"),
+                                "submitting the job", stop=self.stop)  # fmt: skip
+        if not submitted and self.stop.is_set():
+            raise Stopped(f"{SIGTERM_REASON}, before the job started")
+        if not submitted:
+            raise HostFailure(
+                f"the job could not be submitted to the Ray dashboard on {self.topology.current_host} (Jobs API, "
+                f"port {DASHBOARD_PORT}) within {SUBMIT_S:.0f}s; see {self.node.spec.temp_dir}/session_latest/logs/dashboard.log"
+            )
         following = job.follow(self._show)
         failure = self._watch(job)
         last_lines = min(self.budget.follow_s if failure else 10.0, self._left() + self.budget.follow_s)

@@ -45,10 +45,10 @@ class StopClock:
         return self.until(SIGKILL_AFTER_S)
 
 
-def within[T](seconds: float, call: Callable[[], T], what: str) -> tuple[bool, T | None]:
-    """``call()`` in a thread of its own, waited for at most ``seconds``: (True, its value), or (False, None)
-    when it raised or did not answer in time (logged, naming ``what``). A call that hangs is left behind on a
-    daemon thread: this process is about to end anyway."""
+def within[T](seconds: float, call: Callable[[], T], what: str, stop: StopClock | None = None) -> tuple[bool, T | None]:
+    """``call()`` in a thread of its own, waited for at most ``seconds`` (and no longer once ``stop`` is set):
+    (True, its value), or (False, None) when it raised or did not answer in time (logged, naming ``what``). A
+    call that hangs is left behind on a daemon thread: this process is about to end anyway."""
     answer: dict[str, object] = {}
 
     def run() -> None:
@@ -59,10 +59,14 @@ def within[T](seconds: float, call: Callable[[], T], what: str) -> tuple[bool, T
 
     thread = threading.Thread(target=run, name=f"bounded-{what}", daemon=True)
     thread.start()
-    thread.join(max(0.0, seconds))
+    deadline = time.monotonic() + max(0.0, seconds)
+    while thread.is_alive() and time.monotonic() < deadline and not (stop and stop.is_set()):
+        thread.join(min(0.2, max(0.0, deadline - time.monotonic())))
     if "value" in answer:
         return True, answer["value"]  # type: ignore[return-value]
-    why = answer.get("error") or f"no answer within {seconds:.0f}s"
+    why = answer.get("error") or (
+        "stopped by SIGTERM" if stop and stop.is_set() else f"no answer within {seconds:.0f}s"
+    )
     log.warning("%s: %s", what, why)
     return False, None
 
