@@ -18,7 +18,6 @@ from pathlib import Path
 
 import ray
 from ray.train import FailureConfig, RunConfig, ScalingConfig
-from ray.train.constants import RAY_TRAIN_ENABLE_STATE_TRACKING as STATE_TRACKING
 from ray.train.torch import TorchTrainer
 
 from raycluster.checkpoints.store import open_store
@@ -43,6 +42,7 @@ from raycluster.training.lerobot_api import (
 from raycluster.training.lerobot_lines import installed_line
 from raycluster.training.paths import absolute_paths
 from raycluster.training.phases import FailureSeen, Phase, Timeline, command_started, mark_phases, say, timeline
+from raycluster.training.ray_train_env import set_ray_train_defaults
 from raycluster.training.recorder import LOSS_WINDOW
 from raycluster.training.summary import Measured, RunSummary
 from raycluster.training.watchdog import Allowances, watch_for_hangs
@@ -51,11 +51,6 @@ from raycluster.training.worker import WorkerConfig, WorkerResult, train_loop_pe
 log = logging.getLogger(__name__)
 
 
-CONTROLLER_POLL_S = 0.5
-POLL_INTERVAL = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"
-"""Ray Train's own setting (passed on to its controller); not exported by ``ray.train.constants``."""
-PREEMPTION_WATCHER = "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"
-"""Ray Train's own switch (passed on to its controller) for an actor per worker group that polls Ray's node drains."""
 
 
 class TrainingFailed(Exception):
@@ -112,15 +107,7 @@ def make_trainer(
         part_stores=keepers.part_stores, model_keeper=keepers.model, curves=curves, sharding=cluster.sharding,
         progress=board, beats_every_s=Allowances.for_timeout(cluster.hang_timeout_s).beats_every_s(),
     )  # fmt: skip
-    # The dashboard's Train view (runs, attempts, workers) is filled only when this is on; a user's own value wins.
-    os.environ.setdefault(STATE_TRACKING, "1")
-    # Ray Train's controller sees a finished or failed worker group only when it polls (every 2 s by default):
-    # up to 2 s more at the end of every run and before every recovery, for a poll that costs next to nothing.
-    os.environ.setdefault(POLL_INTERVAL, str(CONTROLLER_POLL_S))
-    # Ray Train starts an actor at every worker group's start that polls for nodes Ray drains (an autoscaler's
-    # preemption notice). SageMaker tells a spot interruption by SIGTERM on every host, which the stop path
-    # handles, and nothing here drains a node: off, one process fewer per start and restart. A user's value wins.
-    os.environ.setdefault(PREEMPTION_WATCHER, "0")
+    set_ray_train_defaults(os.environ)
     return TorchTrainer(
         train_loop_per_worker,
         train_loop_config=vars(worker),
