@@ -51,8 +51,6 @@ from raycluster.training.worker import WorkerConfig, WorkerResult, train_loop_pe
 log = logging.getLogger(__name__)
 
 
-
-
 class TrainingFailed(Exception):
     """The Ray Train run ended in an error; the message says which and where."""
 
