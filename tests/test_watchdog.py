@@ -21,6 +21,7 @@ from raycluster.training.progress import (
     Beat,
     Beats,
     ProgressBeacon,
+    bytes_moved,
     started_at,
 )
 from raycluster.training.stacks import answer_stack_requests, end_family, process_state, py_spy, take_stack
@@ -250,3 +251,26 @@ def test_a_watchdog_that_cannot_check_says_so_once_and_again_when_it_can(caplog)
         "the hang watchdog cannot check (1 failed checks): ActorDiedError: the board died; no hang is seen until it can",
         "the hang watchdog checks again, after 3 failed checks",
     ], said
+
+
+def test_data_moving_is_progress_whatever_the_step_does(tmp_path):
+    # A pretrained policy downloading before the first step, a push to the Hub after the last: no step for
+    # minutes, yet the rank is at work. Bytes read or written are progress; a trickle (Ray's own) is not.
+    sent, moved = [], [0]
+    beacon = ProgressBeacon(sent.append, 0, 1, ("algo-1", "node0"), every_s=3600, moved=lambda: moved[0])
+    time.sleep(0.4)
+    beacon._send()
+    assert sent[-1].idle_s >= 0.4  # nothing moved
+    moved[0] += 2**20  # 1 MiB in about 0.3 s
+    time.sleep(0.3)
+    beacon._send()
+    assert sent[-1].idle_s < 0.05 and sent[-1].activity == STARTING
+    moved[0] += 1000
+    time.sleep(0.4)
+    beacon._send()
+    assert sent[-1].idle_s >= 0.4  # a trickle is no progress
+    beacon.stop()
+    # What the beacon counts by default: this process's reads and writes, files and sockets alike.
+    before = bytes_moved(os.getpid())
+    (tmp_path / "blob").write_bytes(b"x" * 2**20)
+    assert bytes_moved(os.getpid()) - before >= 2**20

@@ -32,6 +32,11 @@ STARTING, TRAINING, SAVING, VALIDATING, PUBLISHING, DONE = (
     "done",
 )
 """What a rank does: each has its own allowance (``watchdog.Allowances``); a rank that is done is not watched."""
+MOVING_BYTES_PER_S = 256 * 1024
+"""A rank that, with the processes it started, reads or writes at least this fast makes progress, whatever
+its step does: a dataset or a pretrained policy downloading before the first step, a push to the Hub after a
+save or after the last step, a slow collective over sockets. Ray's own traffic in the process (its
+heartbeats, the beats, log lines) stays far below it; a hung collective or a stalled loader moves nothing."""
 
 
 @dataclass(frozen=True)
@@ -43,7 +48,6 @@ class Beat:
     pid: int
     started: float
     """When the rank's process started, in seconds since boot (``started_at``): a pid reused is another process."""
-    """The process's start time (psutil's): a pid the kernel gave to another process since is never ended."""
     thread: int
     """The training loop's thread (Ray Train runs it in one of its own): its Python id, which faulthandler
     gives, and its native id, which py-spy gives."""
@@ -52,7 +56,8 @@ class Beat:
     """The last step this rank finished; None before its first."""
     activity: str
     idle_s: float
-    """Seconds since this rank's last progress (a step finished, or the activity began), as of ``silent_s`` ago."""
+    """Seconds since this rank's last progress (a step finished, the activity began, or data moving at
+    ``MOVING_BYTES_PER_S``), as of ``silent_s`` ago."""
     seq: int = 0
     """This rank's beats in the order it made them: one overtaken in flight never replaces a newer one."""
     silent_s: float = 0.0
@@ -141,12 +146,14 @@ class ProgressBeacon(LoopHooks):
     so a step costs no remote call. ``validates_every``: the steps after which LeRobot validates (its own
     ``--env_eval_freq`` with an env, ``--eval_steps``), which run right after that step."""
 
-    def __init__(self, send, rank: int, attempt: int, where: tuple[str, str], every_s: float, validates_every=()):
+    def __init__(self, send, rank: int, attempt: int, where: tuple[str, str], every_s: float, validates_every=(),
+                 moved=lambda: bytes_moved(os.getpid())):  # fmt: skip
         """``send``: takes a ``Beat`` and must not block (the board's ``beat.remote``); ``where``: this rank's
-        host (as SageMaker names it) and Ray node id."""
+        host (as SageMaker names it) and Ray node id; ``moved``: the bytes this rank has moved so far."""
         self.send, self.every_s, self.validates_every = send, every_s, tuple(n for n in validates_every if n > 0)
         self._lock = threading.Lock()
         self._since, self._step_activity, self._seq = time.monotonic(), TRAINING, 0
+        self._moved, self._bytes = moved, (moved(), self._since)
         self._stopped = threading.Event()
         loop = threading.get_ident(), threading.get_native_id()  # on the loop's thread
         self._beat = Beat(rank, attempt, *where, os.getpid(), started_at(os.getpid()), *loop, None, STARTING, 0.0)
@@ -179,6 +186,10 @@ class ProgressBeacon(LoopHooks):
 
     def _send(self) -> None:
         with self._lock:  # numbered and sent in one go: the board keeps the newest it has seen
+            (before, then), now = self._bytes, time.monotonic()
+            self._bytes = self._moved(), now
+            if now > then and self._bytes[0] - before >= MOVING_BYTES_PER_S * (now - then):
+                self._since = now  # data moving is progress
             self._seq += 1
             self.send(replace(self._beat, idle_s=time.monotonic() - self._since, seq=self._seq))
 
@@ -192,6 +203,24 @@ class ProgressBeacon(LoopHooks):
                     log.warning("rank %d: a progress beat could not be sent (%s); beating on", self._beat.rank, exc)
                 failed = True
             self._stopped.wait(self.every_s)
+
+
+def bytes_moved(pid: int) -> int:
+    """What process ``pid`` and every process it started have read and written so far, files, pipes and sockets
+    alike (Linux's rchar and wchar); a child that ended takes its count with it. 0 where they are not counted."""
+    try:
+        process = psutil.Process(pid)
+        family = [process, *process.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0
+    total = 0
+    for member in family:
+        try:
+            io = member.io_counters()
+        except (psutil.NoSuchProcess, psutil.AccessDenied, AttributeError):  # gone, not ours, or not counted here
+            continue
+        total += getattr(io, "read_chars", io.read_bytes) + getattr(io, "write_chars", io.write_bytes)
+    return total
 
 
 def started_at(pid: int) -> float:
