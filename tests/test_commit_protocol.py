@@ -5,6 +5,7 @@ each with its own root as each SageMaker host has its own /opt/ml/checkpoints.""
 import itertools
 import json
 import shutil
+import threading
 import time
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import ray
 from raycluster.checkpoints.commits import Commits
 from raycluster.checkpoints.keeper import CheckpointKeeper
 from raycluster.checkpoints.manifest import MANIFEST, WRITTEN, manifest_of, problems
-from raycluster.checkpoints.part_store import PartStore
+from raycluster.checkpoints.part_store import NameCalls, PartStore
 from raycluster.checkpoints.parts import Complete, GivenUp, Part, PartSet
 from raycluster.checkpoints.placements import REMEMBERED_NAMES, Placements, Removal
 from raycluster.checkpoints.store import LocalStore
@@ -426,3 +427,26 @@ def test_a_part_store_remembers_its_placements_for_thousands_of_checkpoints_and_
         placements.placing(f"{step:06d}", 2, [])
     assert placements.may_place(f"{10:06d}", 1) == "attempt 2's part of it is in place already"
     assert placements.may_place(f"{9:06d}", 1) is None  # forgotten: bounded, whatever the run's length
+
+
+def test_calls_on_one_checkpoint_take_turns_beside_other_checkpoints_and_a_wait_past_its_bound_fails():
+    calls, entered, release = NameCalls(), threading.Event(), threading.Event()
+
+    def place_stalled_on_its_disk() -> None:
+        with calls.one_at_a_time("000001", 5):
+            entered.set()
+            release.wait(5)
+
+    stalled = threading.Thread(target=place_stalled_on_its_disk)
+    stalled.start()
+    assert entered.wait(5)
+    with calls.one_at_a_time("000002", 0.1):  # another checkpoint's call goes on beside it
+        pass
+    with pytest.raises(TimeoutError, match="checkpoint 000001 took longer than 0 s"):
+        with calls.one_at_a_time("000001", 0.2):
+            pass
+    release.set()
+    stalled.join()
+    with calls.one_at_a_time("000001", 0.1):  # its turn again, once the stalled one is done
+        pass
+    assert calls._turns == {}  # nothing kept of a checkpoint no call holds or waits for

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import ray
@@ -41,6 +42,14 @@ def link_or_copy(source: Path, target: Path) -> None:
         shutil.copy2(source, target)
 
 
+@dataclass
+class Turn:
+    """One checkpoint's lock, and how many calls hold it or wait for it."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    calls: int = 0
+
+
 class NameCalls:
     """One place or removal of a checkpoint at a time (a late one then sees what the other did), calls for other
     checkpoints beside it; a call that waits longer than ``timeout_s`` for its turn fails, so a place stalled on
@@ -48,26 +57,26 @@ class NameCalls:
 
     def __init__(self) -> None:
         self._guard = threading.Lock()
-        self._held: dict[str, list] = {}
-        """name -> [its lock, how many calls hold or wait for it]; gone when none does."""
+        self._turns: dict[str, Turn] = {}
+        """name -> its turn; gone when no call holds or waits for it."""
 
     @contextmanager
     def one_at_a_time(self, name: str, timeout_s: float) -> Iterator[None]:
         with self._guard:
-            entry = self._held.setdefault(name, [threading.Lock(), 0])
-            entry[1] += 1
+            turn = self._turns.setdefault(name, Turn())
+            turn.calls += 1
         try:
-            if not entry[0].acquire(timeout=timeout_s):
+            if not turn.lock.acquire(timeout=timeout_s):
                 raise TimeoutError(f"another place or removal of checkpoint {name} took longer than {timeout_s:.0f} s")
             try:
                 yield
             finally:
-                entry[0].release()
+                turn.lock.release()
         finally:
             with self._guard:
-                entry[1] -= 1
-                if entry[1] == 0:
-                    del self._held[name]
+                turn.calls -= 1
+                if turn.calls == 0:
+                    del self._turns[name]
 
 
 @ray.remote(num_cpus=0, max_concurrency=8)
