@@ -141,8 +141,8 @@ class Head:
         if self.stop.is_set():  # nothing is submitted after SIGTERM
             raise Stopped(f"{SIGTERM_REASON}, before the job started")
         # Bounded, and cut short by SIGTERM: Ray's client has no timeout of its own, and a dashboard that takes
-        # connections but never answers would keep every host up until SageMaker's MaxRuntime. A job submitted
-        # when the SIGTERM comes is stopped as any running job is, below.
+        # connections but never answers would keep every host up until SageMaker's MaxRuntime. A job the Jobs API
+        # took is stopped as any running job is, below; one it takes after we gave up ends with the head's node.
         submitted, job = within(SUBMIT_S, lambda: SubmittedJob(DASHBOARD, script, flags, reports=SCRATCH / "job-reports"),
                                 "submitting the job", stop=self.stop)  # fmt: skip
         if not submitted and self.stop.is_set():

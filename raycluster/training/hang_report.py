@@ -13,7 +13,9 @@ NO_ANSWER = ("unknown", "none", "the host did not answer")
 SPELLED_OUT = 4
 """Ranks in one place named one by one up to this many; beyond, counted."""
 MAX_PARTS = 12
-"""Places named in the line; the ranks of any others are counted together."""
+"""Parts of the line at most; the ranks of any others are counted together."""
+LINE_CHARS = 1000
+"""The line's length at most, the stacks' file always in it: SageMaker keeps 1,024 characters of a failure."""
 Place = tuple[str, str, str, str]
 """(stuck, hung or waiting; activity; process state; innermost frame)."""
 
@@ -54,17 +56,25 @@ def describe(hang: Hang, step_s: float, taken: dict[int, tuple[str, str, str]], 
     """One line, bounded at any scale: the stacks' file first (a FailureReason keeps 1,024 characters), then
     the ranks by place, the odd ones first. Where every rank still beats, each counts as hung, and the rank
     alone in its place (in its data loader while 511 wait in a collective) is the one to look at."""
-    parts = [part for place, beats in odd_first(ranks_by_place(hang, taken)) for part in named(*place, beats)]
-    if len(parts) > MAX_PARTS:
-        rest = sum(count for _, count in parts[MAX_PARTS - 1 :])
-        parts = [*parts[: MAX_PARTS - 1], (f"{rest} more ranks elsewhere", rest)]
     steps = [b.step for b in hang.ranks if b.step is not None]
     after = f"after step {max(steps)}" if steps else "before its first step"
     idle = min(b.idle_now for b in hang.ranks)
-    return (
+    head = (
         f"hang: no rank of attempt {hang.attempt} made progress for {idle:.0f}s {after} "
-        f"(--cluster.hang_timeout_s={step_s:g}; stacks in {stacks_at}): " + "; ".join(text for text, _ in parts)
+        f"(--cluster.hang_timeout_s={step_s:g}; stacks in {stacks_at}): "
     )
+    parts = [part for place, beats in odd_first(ranks_by_place(hang, taken)) for part in named(*place, beats)]
+    # Up to MAX_PARTS parts and LINE_CHARS in all (frames can be long paths); the ranks of the rest counted.
+    kept, length = [], len(head)
+    for index, (text, _) in enumerate(parts):
+        rest = sum(count for _, count in parts[index:])
+        tail = len(f"; {rest} more ranks elsewhere") if index < len(parts) - 1 else 0
+        if len(kept) == MAX_PARTS - 1 < len(parts) - 1 or length + len(text) + 2 + tail > LINE_CHARS:
+            kept.append(f"{rest} more ranks elsewhere")
+            break
+        kept.append(text)
+        length += len(text) + 2
+    return head + "; ".join(kept)
 
 
 def ranks_by_place(hang: Hang, taken: dict[int, tuple[str, str, str]]) -> dict[Place, list[Beat]]:

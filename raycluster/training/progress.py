@@ -13,13 +13,12 @@ import os
 import threading
 import time
 from dataclasses import dataclass, replace
-from pathlib import Path
 
-import psutil
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from raycluster.training.lerobot_api import LoopHooks
+from raycluster.training.rank_process import BytesMoved, started_at
 
 log = logging.getLogger(__name__)
 
@@ -34,9 +33,9 @@ STARTING, TRAINING, SAVING, VALIDATING, PUBLISHING, DONE = (
 """What a rank does: each has its own allowance (``watchdog.Allowances``); a rank that is done is not watched."""
 MOVING_BYTES_PER_S = 256 * 1024
 """A rank that, with the processes it started, reads or writes at least this fast makes progress, whatever
-its step does: a dataset or a pretrained policy downloading before the first step, a push to the Hub after a
-save or after the last step, a slow collective over sockets. Ray's own traffic in the process (its
-heartbeats, the beats, log lines) stays far below it; a hung collective or a stalled loader moves nothing."""
+its step does: a dataset or a pretrained policy downloading before the first step (written to disk), a push to
+the Hub after a save or after the last step (read from disk). Log lines stay far below it; a collective's
+traffic (send/recv on sockets, NCCL) is not counted, so a hung collective or a stalled loader moves nothing."""
 
 
 @dataclass(frozen=True)
@@ -147,13 +146,14 @@ class ProgressBeacon(LoopHooks):
     ``--env_eval_freq`` with an env, ``--eval_steps``), which run right after that step."""
 
     def __init__(self, send, rank: int, attempt: int, where: tuple[str, str], every_s: float, validates_every=(),
-                 moved=lambda: bytes_moved(os.getpid())):  # fmt: skip
+                 moved=None):  # fmt: skip
         """``send``: takes a ``Beat`` and must not block (the board's ``beat.remote``); ``where``: this rank's
         host (as SageMaker names it) and Ray node id; ``moved``: the bytes this rank has moved so far."""
         self.send, self.every_s, self.validates_every = send, every_s, tuple(n for n in validates_every if n > 0)
         self._lock = threading.Lock()
         self._since, self._step_activity, self._seq = time.monotonic(), TRAINING, 0
-        self._moved, self._bytes = moved, (moved(), self._since)
+        self._moved = moved or BytesMoved(os.getpid())
+        self._bytes = self._sample(), self._since
         self._stopped = threading.Event()
         loop = threading.get_ident(), threading.get_native_id()  # on the loop's thread
         self._beat = Beat(rank, attempt, *where, os.getpid(), started_at(os.getpid()), *loop, None, STARTING, 0.0)
@@ -184,11 +184,18 @@ class ProgressBeacon(LoopHooks):
         self.now(DONE)
         self._stopped.set()
 
+    def _sample(self) -> int | None:
+        """The bytes moved so far; None when they cannot be counted (then nothing counts as moving)."""
+        try:
+            return self._moved()
+        except Exception:  # a count that fails must never stop a beat
+            return None
+
     def _send(self) -> None:
+        moved, now = self._sample(), time.monotonic()  # outside the lock: the loop's hooks never wait for /proc
         with self._lock:  # numbered and sent in one go: the board keeps the newest it has seen
-            (before, then), now = self._bytes, time.monotonic()
-            self._bytes = self._moved(), now
-            if now > then and self._bytes[0] - before >= MOVING_BYTES_PER_S * (now - then):
+            (before, then), self._bytes = self._bytes, (moved, now)
+            if None not in (moved, before) and now > then and moved - before >= MOVING_BYTES_PER_S * (now - then):
                 self._since = now  # data moving is progress
             self._seq += 1
             self.send(replace(self._beat, idle_s=time.monotonic() - self._since, seq=self._seq))
@@ -203,35 +210,3 @@ class ProgressBeacon(LoopHooks):
                     log.warning("rank %d: a progress beat could not be sent (%s); beating on", self._beat.rank, exc)
                 failed = True
             self._stopped.wait(self.every_s)
-
-
-def bytes_moved(pid: int) -> int:
-    """What process ``pid`` and every process it started have read and written so far, files, pipes and sockets
-    alike (Linux's rchar and wchar); a child that ended takes its count with it. 0 where they are not counted."""
-    try:
-        process = psutil.Process(pid)
-        family = [process, *process.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return 0
-    total = 0
-    for member in family:
-        try:
-            io = member.io_counters()
-        except (psutil.NoSuchProcess, psutil.AccessDenied, AttributeError):  # gone, not ours, or not counted here
-            continue
-        total += getattr(io, "read_chars", io.read_bytes) + getattr(io, "write_chars", io.write_bytes)
-    return total
-
-
-def started_at(pid: int) -> float:
-    """When process ``pid`` started, in seconds since the machine booted (its start in clock ticks, from
-    /proc/<pid>/stat): psutil's create_time adds the boot time as the wall clock has it when first asked, so a
-    wall-clock step between the rank's asking and the killer's would make them disagree forever. Without /proc,
-    create_time."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        if Path("/proc/self/stat").exists():  # /proc is there: the process is gone
-            raise psutil.NoSuchProcess(pid) from None
-        return psutil.Process(pid).create_time()
-    return int(stat.rsplit(")", 1)[1].split()[19]) / os.sysconf("SC_CLK_TCK")

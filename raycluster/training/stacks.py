@@ -24,7 +24,7 @@ import psutil
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from raycluster.training.progress import started_at
+from raycluster.training.rank_process import started_at
 
 log = logging.getLogger(__name__)
 
@@ -135,17 +135,22 @@ class StackTaker:
     def kill(self, processes: list[tuple[int, float]]) -> None:
         """Each (pid, start time) still that very process, with every process it started."""
         for pid, started in processes:
-            end_family(pid, started)
+            try:
+                end_family(pid, started)
+            except Exception:  # one rank's failure must not spare the others on this node
+                log.exception("ending rank process %d failed", pid)
 
 
 def end_family(pid: int, started: float) -> list[int]:
     """SIGKILL ``pid`` if it is still the process that started at ``started`` (``started_at``), then every
     process it had started (its data-loader workers, a video decoder): reparented, a child outlives the rank it
-    served, holding memory and /dev/shm. The rank first, so it starts no more. The pids ended."""
+    served, holding memory and /dev/shm. The rank is stopped before its children are listed, so it starts no
+    more. The pids ended."""
     try:
         rank = psutil.Process(pid)
         if started_at(pid) != started:
             return []
+        rank.suspend()
         family = [rank, *rank.children(recursive=True)]
     except psutil.NoSuchProcess:
         return []
