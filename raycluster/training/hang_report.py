@@ -64,17 +64,15 @@ def describe(hang: Hang, step_s: float, taken: dict[int, tuple[str, str, str]], 
         f"(--cluster.hang_timeout_s={step_s:g}; stacks in {stacks_at}): "
     )
     parts = [part for place, beats in odd_first(ranks_by_place(hang, taken)) for part in named(*place, beats)]
-    # Up to MAX_PARTS parts and LINE_CHARS in all (frames can be long paths); the ranks of the rest counted.
-    kept, length = [], len(head)
-    for index, (text, _) in enumerate(parts):
-        rest = sum(count for _, count in parts[index:])
-        tail = len(f"; {rest} more ranks elsewhere") if index < len(parts) - 1 else 0
-        if len(kept) == MAX_PARTS - 1 < len(parts) - 1 or length + len(text) + 2 + tail > LINE_CHARS:
-            kept.append(f"{rest} more ranks elsewhere")
-            break
-        kept.append(text)
-        length += len(text) + 2
-    return head + "; ".join(kept)
+    # As many parts as MAX_PARTS and LINE_CHARS allow (frames can be long paths), the ranks of the rest counted.
+    for shown in range(len(parts), -1, -1):
+        rest = sum(count for _, count in parts[shown:])
+        line = head + "; ".join(
+            [text for text, _ in parts[:shown]] + ([f"{rest} more ranks elsewhere"] if rest else [])
+        )
+        if shown + bool(rest) <= MAX_PARTS and len(line) <= LINE_CHARS:
+            return line
+    return line
 
 
 def ranks_by_place(hang: Hang, taken: dict[int, tuple[str, str, str]]) -> dict[Place, list[Beat]]:

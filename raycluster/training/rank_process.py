@@ -17,10 +17,10 @@ class BytesMoved:
     data moving. 0 where it is not counted."""
 
     def __init__(self, pid: int):
-        self.pid, self._own = pid, 0
+        self.pid, self._own, self._me = pid, 0, psutil.Process()
 
     def __call__(self) -> int:
-        me = psutil.Process()
+        me = self._me
         before = chars(me)
         try:
             process = psutil.Process(self.pid)
