@@ -175,6 +175,7 @@ def test_hyperparameters_become_flags_as_given():
         ({"entry__job": "/opt/ml/x.py"}, "entry__job='/opt/ml/x.py' must be a .py script inside"),
         ({"entry__join_timeout_s": "-1"}, "entry__join_timeout_s=-1.0 must be a finite number > 0"),
         ({"entry__lost_after_s": "0"}, "entry__lost_after_s=0.0 must be a finite number > 0"),
+        ({"entry__jobs_api_lost_s": "0"}, "entry__jobs_api_lost_s=0.0 must be a finite number > 0"),
         ({"entry__head_wait_s": "inf"}, "entry__head_wait_s=inf must be a finite number > 0"),
         ({"entry__keep_alive_s": "nan"}, "entry__keep_alive_s=nan must be a finite number >= 0"),
         ({"entry__stop_timeout_s": "90"}, "entry__stop_timeout_s=90 must be at most 60"),

@@ -12,7 +12,7 @@ from raycluster.sagemaker.stop_budget import MAX_STOP_TIMEOUT_S, SIGKILL_AFTER_S
 
 ENTRY = "entry"
 NO_JOB = "none"
-POSITIVE = ("join_timeout_s", "head_wait_s", "lost_after_s", "stop_timeout_s")
+POSITIVE = ("join_timeout_s", "head_wait_s", "lost_after_s", "jobs_api_lost_s", "stop_timeout_s")
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,9 @@ class EntrySettings:
     """Worker: how long to keep trying to reach the head."""
     lost_after_s: float = 15.0
     """How long a vanished head (seen from a worker) or a dead node (seen from the head) is tolerated."""
+    jobs_api_lost_s: float = 30.0
+    """Head: how long the Jobs API (the dashboard on the head) may go without answering before the job is
+    stopped as one that can no longer be followed (a dashboard that hangs keeps its node up)."""
     stop_timeout_s: float = 45.0
     """On SIGTERM: how long the job gets to save its current step and stop before its nodes are stopped
     regardless (SageMaker sends SIGKILL 120 s after SIGTERM; at most 60)."""

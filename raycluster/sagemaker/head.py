@@ -33,9 +33,6 @@ GONE_AFTER_S = 5.0
 """A worker host that asked for the outcome before and has not for this long has left."""
 SUBMIT_S = 60.0
 """The longest the Jobs API may take to take the job (it answers within a second when it is well)."""
-JOBS_API_LOST_S = 30.0
-"""A Jobs API that has not answered for this long is gone (the dashboard died): the job cannot be followed
-or stopped through it, and the head ends it rather than wait for SageMaker's MaxRuntime."""
 
 
 class Head:
@@ -205,10 +202,13 @@ class Head:
             cause = self.node.exit_cause()
             took = f": {cause} died, and Ray stops the whole node then" if cause else ""
             return HostFailure(f"the Ray head node on {head} exited during the job{took}; see {logs}/ray-start.log")
-        if silent_since is not None and time.monotonic() - silent_since > JOBS_API_LOST_S:
+        # A Jobs API silent for entry.jobs_api_lost_s is gone (the dashboard died or hangs): the job cannot be
+        # followed or stopped through it, and the head ends it rather than wait for SageMaker's MaxRuntime.
+        lost_s = self.settings.jobs_api_lost_s
+        if silent_since is not None and time.monotonic() - silent_since > lost_s:
             return HostFailure(
                 f"the Ray dashboard on {head} (Jobs API, port {DASHBOARD_PORT}) has not answered for "
-                f"{JOBS_API_LOST_S:.0f}s: the job can no longer be followed; see {logs}/session_latest/logs/dashboard.log"
+                f"{lost_s:g}s: the job can no longer be followed; see {logs}/session_latest/logs/dashboard.log"
             )
         return None
 
