@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import os
 import random
-import time
 
 import pytest
 
-from raycluster.dsim.checkpoints import InvariantBroken, World, paced_commits
+from raycluster.dsim.checkpoints import World, paced_commits
 from raycluster.dsim.profile import Profile, slow_hosts
 from raycluster.dsim.scheduler import Network
+from raycluster.dsim.sweep import sweep as seeds_broken
 
 HOSTS = 64
 REPLAY = "RAYCLUSTER_DSIM_SEED"
@@ -40,15 +40,9 @@ def profile_of(seed: int) -> Profile:
 
 
 def sweep(seeds: range) -> None:
-    started, broken = time.monotonic(), []
-    for seed in seeds:
-        try:
-            World(seed, profile_of(seed)).run()
-        except InvariantBroken as exc:
-            broken.append(f"seed {seed}: {exc}")
-    print(f"seeds {seeds.start}-{seeds.stop - 1} at {HOSTS} hosts: {time.monotonic() - started:.1f}s")
     replay = f"{REPLAY}=<seed> .venv/bin/python -m pytest tests/test_dsim_checkpoints.py::test_one_seed -s"
-    assert not broken, "\n".join([*broken[:10], f"replay one: {replay}"])
+    broken = seeds_broken(lambda seed: World(seed, profile_of(seed)).run(), seeds, replay)
+    assert not broken, "\n".join(broken)
 
 
 def test_200_seeds_keep_every_invariant():

@@ -17,7 +17,6 @@ import tempfile
 import threading
 import time
 import uuid
-from collections import Counter
 from pathlib import Path
 
 import ray
@@ -29,6 +28,7 @@ from raycluster.checkpoints.manifest import MANIFEST, within
 from raycluster.checkpoints.part_commits import PartCommits
 from raycluster.checkpoints.part_store import link_or_copy, part_stores_on_every_node
 from raycluster.checkpoints.parts import PART_DEADLINE_S
+from raycluster.checkpoints.retention import Retention
 from raycluster.checkpoints.serving import FetchServing
 from raycluster.checkpoints.store import LocalStore, open_store
 from raycluster.faults import NO_FAULTS, Faults
@@ -47,23 +47,18 @@ class CheckpointKeeper(PartCommits, FetchServing):
     ):  # fmt: skip
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
         self.store, self.faults = store or open_store(root), faults
-        self.keep = keep
         if staging_dir:
             Path(staging_dir).mkdir(parents=True, exist_ok=True)
         self.staging = Path(tempfile.mkdtemp(prefix="raycluster-staging-", dir=staging_dir or None))
         # A restarted worker group fetches while the previous attempt's publish may still run (calls come
         # from several threads): retention spares what is being read, quarantine what is being published.
         self._lock = threading.Lock()
-        self._readers: Counter[str] = Counter()
-        # A fetch that has read nothing for read_lease_s (its worker died mid-fetch) no longer holds a checkpoint.
-        self._read_at: dict[str, float] = {}
-        self.read_lease_s = read_lease_s
+        self.retention = Retention(keep, read_lease_s)
         self._publishing: set[str] = set()
         """Names being published whole (``commit``); those published from parts are ``commits.placing``."""
         # Its ``complete`` names are checked once (published here, or verified against their manifest): never
         # hashed again in this run, neither at each save's retention nor in the stop window.
         self.commits = Commits(part_deadline_s)
-        self._deleting: set[str] = set()
         self.part_stores: list = []
         self.node_of: dict = {}
         self.curves = None
@@ -148,28 +143,28 @@ class CheckpointKeeper(PartCommits, FetchServing):
         shutil.rmtree(self.staging / token, ignore_errors=True)
 
     def _retain(self) -> None:
-        """Keep the newest ``keep`` complete checkpoints; the newest complete one is never deleted."""
-        if self.keep < 1:
+        """Keep the newest ``keep`` complete checkpoints and whatever is held, published or fetched (``Retention``
+        decides); the commit record of each other one goes first, then every host's files of it."""
+        if self.retention.keep < 1:
             return
         complete = self.complete_names()
-        for name in complete[: -self.keep]:
-            with self._lock:  # from here on no fetch may start on it
-                if name in self.holds or name in self._publishing or name in self.commits.placing:
-                    continue  # held, or (a step saved again) being published anew: its record may be new
-                if self._readers[name] and time.monotonic() - self._read_at[name] < self.read_lease_s:
-                    log.info("retention: checkpoint %s is being fetched; deleted at a later save", name)
-                    continue
-                self._deleting.add(name)
-                self.commits.complete.discard(name)
-                self._readers.pop(name, None)
-                self._read_at.pop(name, None)
+        with self._lock:  # from here on no fetch may start on what goes
+            go, fetched = self.retention.due(complete, self._in_use, time.monotonic())
+            self.commits.complete.difference_update(go)
+        for name in fetched:
+            log.info("retention: checkpoint %s is being fetched; deleted at a later save", name)
+        for name in go:
             self.store.delete(name)  # the commit record first: from here on nobody takes it for complete
             for holder in self.part_stores:  # every host's own files of it (a shared root: already gone)
                 holder.delete.remote(name)
             with self._lock:
                 self.commits.holders.pop(name, None)
-                self._deleting.discard(name)
-            log.info("retention (keep %d): deleted checkpoint %s", self.keep, name)
+                self.retention.deleted(name)
+            log.info("retention (keep %d): deleted checkpoint %s", self.retention.keep, name)
+
+    def _in_use(self, name: str) -> bool:
+        """Held, or (a step saved again) being published anew: its record may be new."""
+        return name in self.holds or name in self._publishing or name in self.commits.placing
 
     def complete_names(self) -> list[str]:
         """Every complete checkpoint, oldest step first: each checked against its manifest once in this keeper's

@@ -24,8 +24,7 @@ class FetchServing:
         name = self._newest_complete()
         if name is not None:
             with self._lock:
-                self._readers[name] += 1  # never released: the lease alone holds it, until the fetches begin
-                self._read_at[name] = time.monotonic()
+                self.retention.lease(name, time.monotonic())  # never released: the lease alone holds it
         return name
 
     def _newest_complete(self) -> str | None:
@@ -139,22 +138,22 @@ class FetchServing:
     def manifest(self, name: str) -> dict[str, dict]:
         """The start of a fetch: ``name`` is kept until ``release``."""
         with self._lock:
-            deleting = name in self._deleting
-            self._readers[name] += 1
-            self._read_at[name] = time.monotonic()
-        record = self.store.manifest(name) if not deleting and name in self.store.names() else None
+            began = self.retention.fetch_begins(name, time.monotonic())
+        record = self.store.manifest(name) if began and name in self.store.names() else None
         if record is None:
-            self.release(name)
+            if began:
+                self.release(name)
             raise RuntimeError(f"checkpoint {name} has no commit record in {self.store}")
         return record
 
     def release(self, name: str) -> None:
         with self._lock:
-            self._readers[name] -= 1
+            self.retention.fetch_ends(name)
 
     def touch(self, name: str) -> None:
         """A fetch reading from other hosts still holds ``name`` against retention."""
-        self._read_at[name] = time.monotonic()
+        with self._lock:
+            self.retention.read(name, time.monotonic())
 
     def quarantine(self, name: str, reason: str) -> None:
         """A fetch found ``name`` is not what its manifest says: never resumed from again."""
@@ -165,5 +164,5 @@ class FetchServing:
             self.store.quarantine(name, reason)
 
     def read(self, name: str, relpath: str, offset: int) -> bytes:
-        self._read_at[name] = time.monotonic()
+        self.touch(name)
         return self.store.read(name, relpath, offset, CHUNK_BYTES)

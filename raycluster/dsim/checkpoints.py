@@ -22,10 +22,7 @@ from raycluster.checkpoints.placements import Placements
 from raycluster.dsim.host import Host
 from raycluster.dsim.profile import INTERVAL_S, Profile, ideal_commits
 from raycluster.dsim.scheduler import Scheduler
-
-
-class InvariantBroken(AssertionError):
-    pass
+from raycluster.dsim.sweep import InvariantBroken
 
 
 class World:
