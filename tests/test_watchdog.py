@@ -139,7 +139,9 @@ def test_the_board_keeps_each_ranks_newest_beat_of_the_newest_running_attempt():
 
 def test_the_beacon_says_what_follows_a_save_and_its_last_word_is_done():
     sent: list[Beat] = []
-    beacon = ProgressBeacon(sent.append, 0, 1, ("algo-1", "node0"), every_s=3600, validates_every=(4,))
+    beacon = ProgressBeacon(sent.append, 0, 1, ("algo-1", "node0"), every_s=3600)
+    assert beacon._beat.activity == STARTING  # from the rank's first line, before LeRobot's flags are read
+    beacon.validating_at((4, 0))  # once they are: LeRobot validates after step 4 (0: a validation that is off)
     beacon.after_step(3, 0.5, None)
     assert beacon._beat.activity == TRAINING  # fmt: skip
     beacon.after_step(4, 0.5, None)  # a validation step that also saves: the save, then the validation

@@ -12,12 +12,18 @@ from raycluster.training.phases import Phase
 class RunJournal:
     def __init__(self) -> None:
         self._attempts = 0
+        self._groups: dict[str, int] = {}
         self._stop: str | None = None
         self._phases: list[Phase] = []
 
-    def attempt_started(self) -> int:
-        self._attempts += 1
-        return self._attempts
+    def attempt_of(self, group: str) -> int:
+        """The attempt of the worker group ``group`` (Ray Train starts one per attempt): a group not seen before is
+        the next. Every rank asks as it begins, so it knows its attempt before any collective, and an attempt that
+        fails before its ranks agree on where to start is counted too."""
+        if group not in self._groups:
+            self._attempts += 1
+            self._groups[group] = self._attempts
+        return self._groups[group]
 
     def attempts(self) -> int:
         return self._attempts

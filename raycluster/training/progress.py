@@ -141,15 +141,14 @@ def board_on_this_node():
 
 
 class ProgressBeacon(LoopHooks):
-    """One rank's beats: a daemon thread sends the state every ``every_s``; the loop's hooks only update it,
-    so a step costs no remote call. ``validates_every``: the steps after which LeRobot validates (its own
-    ``--env_eval_freq`` with an env, ``--eval_steps``), which run right after that step."""
+    """One rank's beats, from the rank's first line: a daemon thread sends the state every ``every_s``; the loop's
+    hooks only update it, so a step costs no remote call. ``validates_every``: the steps after which LeRobot
+    validates (its own ``--env_eval_freq`` with an env, ``--eval_steps``), which run right after that step."""
 
-    def __init__(self, send, rank: int, attempt: int, where: tuple[str, str], every_s: float, validates_every=(),
-                 moved=None):  # fmt: skip
+    def __init__(self, send, rank: int, attempt: int, where: tuple[str, str], every_s: float, moved=None):
         """``send``: takes a ``Beat`` and must not block (the board's ``beat.remote``); ``where``: this rank's
         host (as SageMaker names it) and Ray node id; ``moved``: the bytes this rank has moved so far."""
-        self.send, self.every_s, self.validates_every = send, every_s, tuple(n for n in validates_every if n > 0)
+        self.send, self.every_s, self.validates_every = send, every_s, ()
         self._lock = threading.Lock()
         self._since, self._step_activity, self._seq = time.monotonic(), TRAINING, 0
         self._moved = moved or BytesMoved(os.getpid())
@@ -158,6 +157,10 @@ class ProgressBeacon(LoopHooks):
         loop = threading.get_ident(), threading.get_native_id()  # on the loop's thread
         self._beat = Beat(rank, attempt, *where, os.getpid(), started_at(os.getpid()), *loop, None, STARTING, 0.0)
         threading.Thread(target=self._send_every, name="progress-beacon", daemon=True).start()
+
+    def validating_at(self, validates_every) -> None:
+        """Once LeRobot's flags are read: the steps after which it validates."""
+        self.validates_every = tuple(n for n in validates_every if n > 0)
 
     def now(self, activity: str, step: int | None = None) -> None:
         """Progress: ``activity`` begins now (after ``step``, when one was finished)."""

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import ray
+import torch.distributed as dist
 
 from raycluster.checkpoints.transfer import fetch_directory
 from raycluster.training.lerobot_api import (
@@ -114,3 +115,26 @@ def final_checkpoint(keeper, output_dir: Path, published: list[str], local_store
     target = checkpoints_dir(output_dir).with_name("published") / name
     fetch_directory(keeper, name, target, local_store, only=PRETRAINED_MODEL)
     return target
+
+
+def agree_on_start(
+    args: list[str], keeper, part_store, cfg, attempt: int, rank: int, local_rank: int, world_size: int
+) -> Start:
+    """Rank 0 decides from the keeper and what every rank finds on its own node; all then run the same
+    flags, with the keeper's checkpoint fetched to every node first when that is the source (into this node's
+    part store, ``part_store``, when there is one)."""
+    local = newest_checkpoint(Path(cfg.output_dir))
+    local_steps: list[int | None] = [None] * world_size
+    dist.all_gather_object(local_steps, int(local.name) if local is not None else None)
+    decision = [None]
+    if rank == 0:
+        decision = [decide_start(args, keeper, cfg, attempt, local_steps)]
+    dist.broadcast_object_list(decision, src=0)
+    start: Start = decision[0]
+    if local_rank == 0:
+        drop_abandoned_saves(Path(cfg.output_dir), start)
+    if start.from_keeper and local_rank == 0:
+        target = checkpoints_dir(Path(cfg.output_dir)) / start.from_keeper
+        fetch_directory(keeper, start.from_keeper, target, part_store)
+    dist.barrier()
+    return start

@@ -11,7 +11,7 @@ from pathlib import Path
 import ray.train.torch
 import torch.distributed as dist
 
-from raycluster.checkpoints.transfer import fetch_directory, send_directory
+from raycluster.checkpoints.transfer import send_directory
 from raycluster.training import lerobot_api
 from raycluster.training.curve_hooks import CurveHooks
 from raycluster.training.interrupt import Interrupted, StopAgreement
@@ -19,9 +19,9 @@ from raycluster.training.lerobot_api import checkpoints_dir, newest_checkpoint, 
 from raycluster.training.lerobot_lines import Placement, installed_line
 from raycluster.training.log_lines import rank_logging
 from raycluster.training.phases import LoopPhases, Phase
-from raycluster.training.progress import PUBLISHING, ProgressBeacon, rank_whereabouts
+from raycluster.training.progress import PUBLISHING, STARTING, ProgressBeacon, rank_whereabouts
 from raycluster.training.recorder import StepRecorder
-from raycluster.training.resume import Start, decide_start, drop_abandoned_saves, final_checkpoint
+from raycluster.training.resume import ANSWER_S, Start, agree_on_start, final_checkpoint
 from raycluster.training.shipping import Shipper, checkpoint_shipping, outcome
 from raycluster.training.stacks import answer_stack_requests
 from raycluster.training.summary import Measured
@@ -62,29 +62,17 @@ class WorkerResult(Measured):
     train_s: float = 0.0
 
 
-def agree_on_start(worker: WorkerConfig, cfg, rank: int, local_rank: int, world_size: int) -> Start:
-    """Rank 0 decides from the keeper and what every rank finds on its own node; all then run the same
-    flags, with the keeper's checkpoint fetched to every node first when that is the source."""
-    local = newest_checkpoint(Path(cfg.output_dir))
-    local_steps: list[int | None] = [None] * world_size
-    dist.all_gather_object(local_steps, int(local.name) if local is not None else None)
-    decision = [None]
-    if rank == 0:
-        attempt = ray.get(worker.journal.attempt_started.remote())
-        decision = [decide_start(worker.lerobot_args, worker.checkpoint_keeper, cfg, attempt, local_steps)]
-    dist.broadcast_object_list(decision, src=0)
-    start: Start = decision[0]
-    if local_rank == 0:
-        drop_abandoned_saves(Path(cfg.output_dir), start)
-    if start.from_keeper and local_rank == 0:
-        target = checkpoints_dir(Path(cfg.output_dir)) / start.from_keeper
-        fetch_directory(worker.checkpoint_keeper, start.from_keeper, target, local_part_store(worker))
-    dist.barrier()
-    return start
+def worker_group() -> str:
+    """This rank's worker group, which Ray Train starts anew at every attempt: its placement group's id."""
+    group = ray.util.get_current_placement_group()
+    if group is None:  # Ray Train places every worker in its group's placement group
+        raise RuntimeError("a training worker outside any placement group: not started by Ray Train")
+    return group.id.hex()
 
 
-def local_part_store(worker: WorkerConfig):
-    return (worker.part_stores or {}).get(ray.get_runtime_context().get_node_id())
+def local_part_store(part_stores: dict | None):
+    """This node's part store, of ``part_stores`` (node id -> part store), when there is one."""
+    return (part_stores or {}).get(ray.get_runtime_context().get_node_id())
 
 
 def saved_checkpoints(worker: WorkerConfig, output_dir: Path, shipper: Shipper | None) -> tuple[list[str], str | None]:
@@ -112,7 +100,7 @@ def publish_all(worker: WorkerConfig, output_dir: Path, shipper: Shipper | None,
 
 
 def publish_model(worker: WorkerConfig, output_dir: Path, published: list[str]) -> None:
-    final = final_checkpoint(worker.checkpoint_keeper, output_dir, published, local_part_store(worker))
+    final = final_checkpoint(worker.checkpoint_keeper, output_dir, published, local_part_store(worker.part_stores))
     if final is None:
         log.warning("no checkpoint was saved (--save_checkpoint=false?): nothing to publish to the model dir")
     else:
@@ -139,20 +127,24 @@ def rank_hosts(node: str, rank: int, world_size: int) -> list[str]:
     return hosts
 
 
-def loop_hooks(worker: WorkerConfig, cfg, rank: int, world_size: int, device, start: Start, shipping):
-    """Everything that watches LeRobot's loop on this rank: the step recorder, the stop agreement, the
-    checkpoint shipper where this rank ships a part (rank 0 always), and the curves (with the attempt's
-    restart and resume marked)."""
+def beacon_from_the_start(worker: WorkerConfig, rank: int, attempt: int) -> ProgressBeacon | None:
+    """This rank's beats, from its first line: a rank stuck before its first step (importing LeRobot, in the
+    first collective, fetching the checkpoint it resumes from) is watched as one stuck in a step is."""
+    if worker.progress is None:
+        return None
+    return ProgressBeacon(worker.progress.beat.remote, rank, attempt, rank_whereabouts(), worker.beats_every_s)
+
+
+def loop_hooks(worker: WorkerConfig, cfg, rank: int, world_size: int, device, start: Start, shipping, beacon):
+    """Everything that watches LeRobot's loop on this rank: the step recorder, the stop agreement, the beacon
+    (told where LeRobot validates), the checkpoint shipper where this rank ships a part (rank 0 always), and the
+    curves (with the attempt's restart and resume marked)."""
     recorder = StepRecorder(cfg.batch_size * world_size, max(cfg.log_freq, 1), ray.train.report)
     agreement = StopAgreement(worker.journal, device, polls=rank == 0)
     hooks, shipper, curves = [recorder, agreement], None, worker.curves
-    if worker.progress is not None:
-        where, every_s = rank_whereabouts(), worker.beats_every_s
-        hooks.append(
-            ProgressBeacon(
-                worker.progress.beat.remote, rank, start.attempt, where, every_s, lerobot_api.validations(cfg)
-            )
-        )
+    if beacon is not None:
+        beacon.validating_at(lerobot_api.validations(cfg))
+        hooks.append(beacon)
     if rank == 0:
         hooks.append(LoopPhases(worker.journal.phase.remote, start.attempt))
     if shipping is not None:
@@ -208,10 +200,17 @@ def train_loop_per_worker(config: dict) -> WorkerResult | None:
     answer_stack_requests()
     node = ray.util.get_node_ip_address()
     log.info("raycluster worker rank %d of %d, pid %d, node %s", rank, world_size, os.getpid(), node)
+    attempt = ray.get(worker.journal.attempt_of.remote(worker_group()), timeout=ANSWER_S)
+    beacon = beacon_from_the_start(worker, rank, attempt)
     line = installed_line()
     cfg = parse_train_config(worker.lerobot_args, validate=False)
-    start = agree_on_start(worker, cfg, rank, context.get_local_rank(), world_size)
-    if rank == 0:  # the group was ready when this rank began; its attempt is known only now
+    keeper, part_store = worker.checkpoint_keeper, local_part_store(worker.part_stores)
+    start = agree_on_start(
+        worker.lerobot_args, keeper, part_store, cfg, attempt, rank, context.get_local_rank(), world_size
+    )
+    if beacon is not None:
+        beacon.now(STARTING)  # agreed (the checkpoint resumed from in place): LeRobot's set-up begins
+    if rank == 0:  # the group was ready when this rank began
         worker.journal.phase.remote(Phase("worker_group_ready", entered, start.attempt))
         worker.journal.phase.remote(Phase("start_agreed", time.time(), start.attempt, start.resumed_from or 0))
     hosts = rank_hosts(node, rank, world_size)
@@ -220,9 +219,8 @@ def train_loop_per_worker(config: dict) -> WorkerResult | None:
         cfg = parse_train_config(args, validate=False)
     placement = Placement(rank, world_size, worker.use_gpu, worker.mixed_precision)
     device = ray.train.torch.get_device()
-    keeper, every_rank_saves = worker.checkpoint_keeper, line.saves_on_every_rank
-    shipping = checkpoint_shipping(worker.part_stores, keeper, rank, hosts, start.attempt, every_rank_saves)
-    recorder, shipper, hooks = loop_hooks(worker, cfg, rank, world_size, device, start, shipping)
+    shipping = checkpoint_shipping(worker.part_stores, keeper, rank, hosts, attempt, line.saves_on_every_rank)
+    recorder, shipper, hooks = loop_hooks(worker, cfg, rank, world_size, device, start, shipping, beacon)
     backend = dist.get_backend()  # LeRobot's train ends by destroying the process group
     started = time.perf_counter()
     tracker = TrackerEnd()
