@@ -17,14 +17,16 @@ REPLAY = "RAYCLUSTER_DSIM_SEED"
 
 def profile_of(seed: int) -> RetentionProfile:
     """A seed's run: how many checkpoints stay, how long a read lease lasts, how messages travel, how many
-    announcements are lost, how long evaluations take, and how fetches read (some stall past their lease)."""
+    announcements are lost, how long evaluations take and how many fail, how long a deletion takes, and how
+    fetches read (some stall past their lease)."""
     rng = random.Random(f"retention {seed}")
     lease = rng.choice([5.0, 30.0, 300.0])
     gap_high = rng.choice([1.0, 5.0, 2 * lease])  # the last: a fetch may stall past its lease
     return RetentionProfile(
         saves=rng.choice([1, 3, 30]), keep=rng.choice([1, 2, 5]), read_lease_s=lease,
         evaluation_s=(0.5, rng.choice([5.0, 40.0])), slow_evaluations=rng.choice([0.0, 0.1, 0.5]),
-        lost_announcements=rng.choice([0.0, 0.05, 0.5]), fetches=rng.choice([0, 4, 20]),
+        failing_evaluations=rng.choice([0.0, 0.2]), lost_announcements=rng.choice([0.0, 0.05, 0.5]),
+        delete_s=(0.01, rng.choice([0.1, 5.0, 60.0])), fetches=rng.choice([0, 4, 20]),
         chunk_gap_s=(0.05, gap_high), dying_fetches=rng.choice([0.0, 0.2, 0.8]),
         network=Network(slow_share=rng.choice([0.0, 0.1]), repeat_share=rng.choice([0.0, 0.05])),
     )  # fmt: skip

@@ -154,7 +154,17 @@ class CheckpointKeeper(PartCommits, FetchServing):
         for name in fetched:
             log.info("retention: checkpoint %s is being fetched; deleted at a later save", name)
         for name in go:
-            self.store.delete(name)  # the commit record first: from here on nobody takes it for complete
+            with self._lock:  # a step saved again may have begun publishing under this name meanwhile
+                if self._in_use(name):
+                    self.retention.deleted(name)
+                    continue
+            try:
+                self.store.delete(name)  # the commit record first: from here on nobody takes it for complete
+            except Exception as exc:  # S3 refusing, say: tried again at a later save, the others go on
+                log.warning("retention: checkpoint %s not deleted (%s); tried again at a later save", name, exc)
+                with self._lock:
+                    self.retention.deleted(name)
+                continue
             for holder in self.part_stores:  # every host's own files of it (a shared root: already gone)
                 holder.delete.remote(name)
             with self._lock:
@@ -173,6 +183,8 @@ class CheckpointKeeper(PartCommits, FetchServing):
         return [n for n in self.store.names() if self._listed_complete(n)]
 
     def _listed_complete(self, name: str) -> bool:
+        if name in self.retention.deleting:  # its deletion has begun: never complete again in this keeper's eyes
+            return False
         if name in self.commits.complete:
             return True
         complete = self.store.problems(name) is None  # S3: names and sizes only, no download

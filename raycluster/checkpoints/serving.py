@@ -36,6 +36,8 @@ class FetchServing:
             with self._lock:
                 if name in self._publishing or name in self.commits.placing:  # not complete yet, nor broken
                     continue
+                if name in self.retention.deleting:  # on its way out: a fetch of it would be refused
+                    continue
             if name in self.commits.holders:
                 gone = self.gone_holders(name, answered)
                 if not gone:
@@ -160,6 +162,7 @@ class FetchServing:
         with self._lock:
             self.commits.complete.discard(name)
             self.commits.holders.pop(name, None)
+            self.retention.forget(name)
         if name in self.store.names():
             self.store.quarantine(name, reason)
 

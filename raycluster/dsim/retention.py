@@ -3,12 +3,15 @@ and when), ``Holds`` (what an evaluation holds from its commit to its outcome) a
 evaluations keep), driven by the seeded scheduler with a fake clock, invariants checked after every event.
 
 What a run is: a checkpoint commits every ``INTERVAL_S`` and is held for its evaluation, which the keeper announces
-over the network (an announcement may come late, twice, or never: then the hold lasts until the evaluations end);
-an evaluation takes its own time (some take many intervals), then releases its hold, or the hold of the best it
-replaces. Fetches start at random moments, as a restarted worker group's resume does: the keeper's answer first
-(which holds the newest complete checkpoint for one lease), then the fetch, which reads a chunk every so often and
-ends, or dies mid-read (it reads no more and never ends). Once training is over, the evaluations end, keeping the
-best. Retention runs where the keeper runs it: after every commit, every released hold and the evaluations' end.
+over the network (an announcement may come late, twice, or never); an evaluation takes its own time (some take
+many intervals) and validates or fails, then releases its hold, or the hold of the best it replaces. A deletion
+takes its own time too: retention decides (from then on no fetch may begin on it), the record goes a moment later.
+Fetches start at random moments, on the newest checkpoint as a resume does (the keeper's answer first, which holds
+it for one lease) or on any complete one; each reads a chunk now and then, its word that it still reads reaching
+the keeper over the network, and ends, dies mid-read (reads no more and never ends), or stalls past its lease.
+Once training is over the evaluations finish as ``EvalKeeper.finish`` does: every checkpoint still held whose
+announcement was lost is evaluated, those under way get until the evaluation timeout, then every hold but the
+best's goes. Retention runs where the keeper runs it: after every commit, every released hold and the end.
 """
 
 from __future__ import annotations
@@ -20,10 +23,12 @@ from raycluster.checkpoints.retention import Retention
 from raycluster.dsim.scheduler import Network, Scheduler
 from raycluster.dsim.sweep import InvariantBroken
 from raycluster.evals.keeper import kept_best
-from raycluster.evals.records import VALIDATED, EvalRecord
+from raycluster.evals.records import FAILED, VALIDATED, EvalRecord
 
 INTERVAL_S = 10.0
 """Between two commits."""
+EVAL_TIMEOUT_S = 60.0
+"""How long the evaluations' finish waits for those under way."""
 
 
 @dataclass(frozen=True)
@@ -34,7 +39,9 @@ class RetentionProfile:
     evaluation_s: tuple[float, float] = (1.0, 25.0)
     slow_evaluations: float = 0.1
     """The share of evaluations that take 50-400 s (many intervals)."""
+    failing_evaluations: float = 0.0
     lost_announcements: float = 0.0
+    delete_s: tuple[float, float] = (0.01, 5.0)
     fetches: int = 8
     chunk_gap_s: tuple[float, float] = (0.1, 5.0)
     chunks: tuple[int, int] = (1, 40)
@@ -45,7 +52,8 @@ class RetentionProfile:
 @dataclass
 class Fetch:
     name: str
-    last_read: float
+    heard: float
+    """When the keeper last heard that this fetch reads (its begin, or a chunk's word)."""
     chunks_left: int
     dies: bool
     alive: bool = True
@@ -70,19 +78,20 @@ class RetentionWorld:
         self.holds = Holds()
         self.holds.subscribe(_Announcements(self))
         self.complete: list[str] = []
-        """The keeper's complete checkpoints, oldest first."""
+        """The checkpoints whose record exists, oldest first (those being deleted until their record goes)."""
         self.deleted: list[str] = []
         self.best: EvalRecord | None = None
         self.evaluating: set[str] = set()
         self.evaluated: set[str] = set()
-        self.ended = False
+        self.closing = self.ended = False
         self.fetches: list[Fetch] = []
+        rng = self.sim.rng
         for k in range(1, profile.saves + 1):
             self.sim.at(k * INTERVAL_S, lambda name=f"{k:06d}": self._commit(name))
         last = profile.saves * INTERVAL_S
         for _ in range(profile.fetches):
-            self.sim.at(self.sim.rng.uniform(0, last), self._resume)
-        self.sim.at(last + self.sim.rng.uniform(0, 5 * INTERVAL_S), self._end_evaluations)
+            self.sim.at(rng.uniform(0, last), self._resume if rng.random() < 0.5 else self._fetch_any)
+        self.sim.at(last + rng.uniform(0, 5 * INTERVAL_S), self._finish_evaluations)
 
     # The keeper: a commit holds its checkpoint, then announces it; retention after.
     def _commit(self, name: str) -> None:
@@ -92,17 +101,20 @@ class RetentionWorld:
         self._retain()
 
     def _retain(self) -> None:
-        in_use = self.holds.__contains__
-        go, _ = self.retention.due(list(self.complete), in_use, self.sim.now)
-        for name in go:  # the keeper's deletion, its record first: from here on no one takes it for complete
+        listed = [n for n in self.complete if n not in self.retention.deleting]  # as ``complete_names``
+        go, _ = self.retention.due(listed, self.holds.__contains__, self.sim.now)
+        for name in go:  # decided now; its record goes a moment later, then every host's files
             self._check_deletable(name)
-            self.complete.remove(name)
-            self.deleted.append(name)
-            self.retention.deleted(name)
+            self.sim.at(self.sim.rng.uniform(*self.profile.delete_s), lambda n=name: self._record_gone(n))
 
-    # The evaluation keeper, as ``EvalKeeper.published`` and ``_settle`` decide (an actor of Ray calls, modelled
-    # here): an announcement of a checkpoint evaluated already, or one after the end, releases its hold unless it
-    # is the best; one under evaluation changes nothing.
+    def _record_gone(self, name: str) -> None:
+        self.complete.remove(name)
+        self.deleted.append(name)
+        self.retention.deleted(name)
+
+    # The evaluation keeper, as ``EvalKeeper.published``, ``_settle`` and ``finish`` decide (an actor of Ray calls,
+    # modelled here): an announcement of a checkpoint evaluated already, or one after the end, releases its hold
+    # unless it is the best; one under evaluation changes nothing.
     def _evaluate(self, name: str) -> None:
         if name in self.evaluating:
             return
@@ -116,11 +128,13 @@ class RetentionWorld:
         self.sim.at(took, lambda: self._evaluated(name))
 
     def _evaluated(self, name: str) -> None:
-        self.evaluating.discard(name)
-        if self.ended:  # its hold went with the evaluations' end
+        if self.ended or name not in self.evaluating:  # cancelled at the end: its hold went with it
             return
+        self.evaluating.discard(name)
         self.evaluated.add(name)
-        record = EvalRecord(name, VALIDATED, {"eval_loss": self.sim.rng.random()})
+        failed = self.sim.rng.random() < self.profile.failing_evaluations
+        metrics = {} if failed else {"eval_loss": self.sim.rng.random()}
+        record = EvalRecord(name, FAILED if failed else VALIDATED, metrics)
         self.best, released = kept_best(self.best, record, "eval_loss")
         if released is not None:
             self.sim.send(lambda: self._unhold(released))
@@ -129,18 +143,29 @@ class RetentionWorld:
         self.holds.release(name)
         self._retain()
 
+    def _finish_evaluations(self) -> None:
+        """Every held checkpoint whose announcement was lost is evaluated; those under way get the timeout."""
+        self.closing = True
+        for name in self.holds.names():
+            if name not in self.evaluated:
+                self._evaluate(name)
+        self.sim.at(EVAL_TIMEOUT_S, self._end_evaluations)
+
     def _end_evaluations(self) -> None:
         self.ended = True
+        self.evaluating.clear()  # cancelled
         self.holds.end(self.best.checkpoint if self.best else None)
         self._retain()
 
-    # A restarted worker group's resume: the keeper's answer, then the fetch of it.
+    # Fetches: a resume's (the keeper's answer first) and any other of a complete checkpoint.
     def _resume(self) -> None:
-        if not self.complete:
-            return
-        name = self.complete[-1]
-        self.retention.lease(name, self.sim.now)
-        self.sim.send(lambda: self._begin_fetch(name))
+        listed = [n for n in self.complete if n not in self.retention.deleting]
+        if listed and self.retention.lease(listed[-1], self.sim.now):
+            self.sim.send(lambda name=listed[-1]: self._begin_fetch(name))
+
+    def _fetch_any(self) -> None:
+        if self.complete:
+            self._begin_fetch(self.sim.rng.choice(self.complete))
 
     def _begin_fetch(self, name: str) -> None:
         began = self.retention.fetch_begins(name, self.sim.now)
@@ -155,41 +180,43 @@ class RetentionWorld:
         self._next_chunk(fetch)
 
     def _next_chunk(self, fetch: Fetch) -> None:
-        gap = self.sim.rng.uniform(*self.profile.chunk_gap_s)
-        self.sim.at(gap, lambda: self._read(fetch))
+        self.sim.at(self.sim.rng.uniform(*self.profile.chunk_gap_s), lambda: self._read(fetch))
 
     def _read(self, fetch: Fetch) -> None:
         if fetch.dies and self.sim.rng.random() < 0.2:  # its worker died: no more reads, and no end
             fetch.alive = False
             return
-        if fetch.name not in self.complete:
-            if self.sim.now - fetch.last_read < self.profile.read_lease_s:
-                raise InvariantBroken(f"a fetch reading {fetch.name} within its lease found it deleted")
-            fetch.alive = False  # it stalled past its lease: its read fails, and the worker group restarts
+        self.sim.send(lambda: self._heard(fetch))  # the keeper's ``touch``: fire and forget, it may come late
+        if fetch.name not in self.complete:  # deleted under it: the read fails, and the worker group restarts
+            fetch.alive = False
             self.sim.send(lambda: self.retention.fetch_ends(fetch.name))
             return
-        self.retention.read(fetch.name, self.sim.now)
-        fetch.last_read, fetch.chunks_left = self.sim.now, fetch.chunks_left - 1
+        fetch.chunks_left -= 1
         if fetch.chunks_left > 0:
             self._next_chunk(fetch)
         else:
             fetch.alive = False
             self.sim.send(lambda: self.retention.fetch_ends(fetch.name))
 
+    def _heard(self, fetch: Fetch) -> None:
+        self.retention.read(fetch.name, self.sim.now)
+        if fetch.alive:
+            fetch.heard = self.sim.now
+
     # What must hold.
     def _check_deletable(self, name: str) -> None:
-        """At the moment retention deletes ``name``: nothing holds it, no fetch within its lease reads it, and the
-        newest ``keep`` complete checkpoints stay."""
+        """As retention decides to delete ``name``: nothing holds it, it is not one of the newest ``keep``, and no
+        fetch the keeper heard from within its lease reads it."""
         if name in self.holds:
             raise InvariantBroken(f"retention deleted {name}, which is held")
         if name in self.complete[-self.profile.keep :]:
             raise InvariantBroken(f"retention deleted {name}, one of the newest {self.profile.keep}")
         for fetch in self.fetches:
-            if fetch.alive and fetch.name == name and self.sim.now - fetch.last_read < self.profile.read_lease_s:
-                raise InvariantBroken(f"retention deleted {name} under a fetch that read it {fetch.last_read}")
+            if fetch.alive and fetch.name == name and self.sim.now - fetch.heard < self.profile.read_lease_s:
+                raise InvariantBroken(f"retention deleted {name} under a fetch the keeper heard at {fetch.heard}")
 
     def check(self) -> None:
-        """After every event: what retention's tables name still exists, and so does the best."""
+        """After every event: what retention's tables name still has its record, and so does the best."""
         stale = self.retention.tracked() - set(self.complete)
         if stale:
             raise InvariantBroken(f"retention still tracks {sorted(stale)}, which no longer exist")
@@ -197,17 +224,16 @@ class RetentionWorld:
             raise InvariantBroken(f"the best checkpoint, {self.best.checkpoint}, was deleted")
 
     def check_quiet(self) -> None:
-        """Once nothing is left to happen: only the best is held, and every checkpoint beyond the newest ``keep``
-        that nothing holds and no fetch within its lease reads is gone."""
-        held = set(self.holds.names())
-        if held - {self.best.checkpoint if self.best else None}:
-            raise InvariantBroken(f"still held after the evaluations' end: {sorted(held)}")
-        self.sim.now += self.profile.read_lease_s  # every lease runs out; the next save's retention:
+        """Once nothing is left to happen: only the best is held, and when every lease has run out, the next save's
+        retention takes every checkpoint but the newest ``keep`` and the best, and spares none for a fetch."""
+        best = {self.best.checkpoint} if self.best else set()
+        if set(self.holds.names()) - best:
+            raise InvariantBroken(f"still held after the evaluations' end: {self.holds.names()}")
+        self.sim.now += self.profile.read_lease_s
         go, fetched = self.retention.due(list(self.complete), self.holds.__contains__, self.sim.now)
-        if fetched:
-            raise InvariantBroken(f"fetches that ended still hold {fetched}")
-        if self.profile.saves >= self.profile.keep and len(self.complete) - len(go) < self.profile.keep:
-            raise InvariantBroken(f"retention would keep {len(self.complete) - len(go)} of {self.profile.keep}")
+        kept = set(self.complete) - set(go)
+        if fetched or kept != set(self.complete[-self.profile.keep :]) | best:
+            raise InvariantBroken(f"retention would keep {sorted(kept)} (spared for a fetch: {fetched})")
 
     def run(self) -> RetentionWorld:
         self.sim.run(float("inf"), after_each=self.check)
