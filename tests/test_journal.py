@@ -1,4 +1,5 @@
-"""The run journal's count of attempts, which every rank asks at its first line (no Ray: the actor's own class)."""
+"""The run journal's two counts (no Ray: the actor's own class): the worker groups, by which the watchdog knows
+each rank from its first line, and the attempts that agreed on where to start, which the resume counts."""
 
 import random
 
@@ -7,20 +8,24 @@ from raycluster.training.journal import RunJournal
 Journal = RunJournal.__ray_actor_class__
 
 
-def test_every_rank_of_a_group_gets_its_attempt_whichever_asks_first(rng: random.Random):
+def test_every_rank_of_a_group_gets_its_number_whichever_asks_first(rng: random.Random):
     journal = Journal()
-    for attempt, group in enumerate(("pg-a", "pg-b", "pg-c"), start=1):
+    for number, group in enumerate(("pg-a", "pg-b", "pg-c"), start=1):
         asks = [group] * 8
         rng.shuffle(asks)  # the ranks begin in any order
-        assert {journal.attempt_of(g) for g in asks} == {attempt}
-    assert journal.attempt_of("pg-a") == 1  # an earlier group's late ask keeps its number
-    assert journal.attempts() == 3
+        assert {journal.group_of(g) for g in asks} == {number}
+    assert journal.group_of("pg-a") == 1  # an earlier group's late ask keeps its number
+    assert journal.groups() == 3
 
 
-def test_a_group_that_fails_before_its_ranks_agree_is_an_attempt_of_its_own():
+def test_a_group_that_fails_before_its_ranks_agree_is_watched_as_itself_and_is_no_attempt():
     journal = Journal()
-    journal.attempt_of("pg-a")
-    assert journal.failure_seen(100.0) == 1
-    journal.attempt_of("pg-b")  # its ranks began; it failed before any of them agreed on where to start
-    assert journal.failure_seen(200.0) == 2  # the board stops watching this group's beats, not the first's
-    assert journal.attempt_of("pg-c") == 3 and journal.attempts() == 3
+    journal.group_of("pg-a")
+    assert journal.attempt_started() == 1  # its rank 0, once every rank had begun
+    assert journal.failure_seen(100.0) == 1  # the watchdog stops reading group 1
+    journal.group_of("pg-b")  # its ranks began; it failed before they agreed on where to start
+    assert journal.failure_seen(200.0) == 2  # group 2's beats are no longer read, not only group 1's
+    journal.group_of("pg-c")
+    assert journal.attempt_started() == 2  # the resume's count: the second attempt that agreed
+    assert journal.groups() == 3 and journal.attempts() == 2
+    assert [p.attempt for p in journal.phases()] == [1, 1]  # each failure recorded as the attempt it had agreed as

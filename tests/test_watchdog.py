@@ -13,6 +13,7 @@ import pytest
 
 from raycluster.training.hang_report import describe, shown_in_the_log, where
 from raycluster.training.progress import (
+    AGREEING,
     DONE,
     PUBLISHING,
     SAVING,
@@ -42,6 +43,9 @@ def test_a_group_is_hung_only_when_every_rank_is_past_its_own_activitys_allowanc
     # A save, a first step and the final publish take longer than a step, and are allowed to.
     assert find_hang([beat(0, SAVING, idle=600), beat(1, idle=600)], ALLOW) is None
     assert find_hang([beat(0, STARTING, idle=800), beat(1, STARTING, idle=800)], ALLOW) is None
+    # Before the attempt is agreed, the resume path's own deadlines follow one another (up to ~21 minutes).
+    assert find_hang([beat(0, AGREEING, idle=1300), beat(1, AGREEING, idle=1300)], ALLOW) is None
+    assert find_hang([beat(0, AGREEING, idle=1801), beat(1, AGREEING, idle=1801)], ALLOW) is not None
     assert find_hang([beat(0, PUBLISHING, idle=1700), beat(1, DONE, idle=1700)], ALLOW) is None
     assert find_hang([beat(0, SAVING, idle=901), beat(1, idle=901)], ALLOW) is not None
     assert find_hang([beat(1, DONE, idle=5000)], ALLOW) is None  # nothing left to watch
@@ -140,7 +144,7 @@ def test_the_board_keeps_each_ranks_newest_beat_of_the_newest_running_attempt():
 def test_the_beacon_says_what_follows_a_save_and_its_last_word_is_done():
     sent: list[Beat] = []
     beacon = ProgressBeacon(sent.append, 0, 1, ("algo-1", "node0"), every_s=3600)
-    assert beacon._beat.activity == STARTING  # from the rank's first line, before LeRobot's flags are read
+    assert beacon._beat.activity == AGREEING  # from the rank's first line, before LeRobot's flags are read
     beacon.validating_at((4, 0))  # once they are: LeRobot validates after step 4 (0: a validation that is off)
     beacon.after_step(3, 0.5, None)
     assert beacon._beat.activity == TRAINING  # fmt: skip
@@ -276,7 +280,7 @@ def test_data_moving_is_progress_whatever_the_step_does(tmp_path):
     moved[0] += 2**20  # 1 MiB in about 0.3 s
     time.sleep(0.3)
     beacon._send()
-    assert sent[-1].idle_s < 0.05 and sent[-1].activity == STARTING
+    assert sent[-1].idle_s < 0.05 and sent[-1].activity == AGREEING
     moved[0] += 1000
     time.sleep(0.4)
     beacon._send()

@@ -30,7 +30,7 @@ def failure_cause(exc: BaseException, board, journal) -> str:
     the last attempt's hang, if it hung (an earlier attempt's was recovered from)."""
     if board is not None:
         try:
-            hang = ray.get(board.hang_of.remote(ray.get(journal.attempts.remote(), timeout=10)), timeout=10)
+            hang = ray.get(board.hang_of.remote(ray.get(journal.groups.remote(), timeout=10)), timeout=10)
             if hang:
                 return hang
         except Exception as error:  # the run's actors gone with the failure: Ray's own word stands

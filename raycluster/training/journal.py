@@ -13,17 +13,25 @@ class RunJournal:
     def __init__(self) -> None:
         self._attempts = 0
         self._groups: dict[str, int] = {}
+        """Each worker group's number, by its placement group's id."""
         self._stop: str | None = None
         self._phases: list[Phase] = []
 
-    def attempt_of(self, group: str) -> int:
-        """The attempt of the worker group ``group`` (Ray Train starts one per attempt): a group not seen before is
-        the next. Every rank asks as it begins, so it knows its attempt before any collective, and an attempt that
-        fails before its ranks agree on where to start is counted too."""
-        if group not in self._groups:
-            self._attempts += 1
-            self._groups[group] = self._attempts
-        return self._groups[group]
+    def group_of(self, group: str) -> int:
+        """The number of the worker group ``group`` (its placement group's id; Ray Train starts a group anew at
+        every attempt), by which the watchdog knows its ranks: a group not seen before is the next. Every rank
+        asks at its first line, before any collective, so its beats are watched from there; a group that fails
+        before its ranks agree on where to start has a number too, though it is no attempt."""
+        return self._groups.setdefault(group, len(self._groups) + 1)
+
+    def groups(self) -> int:
+        return len(self._groups)
+
+    def attempt_started(self) -> int:
+        """Rank 0, once every rank has begun: the attempts that agreed on where to start (the resume's rules and
+        the phases count these)."""
+        self._attempts += 1
+        return self._attempts
 
     def attempts(self) -> int:
         return self._attempts
@@ -38,9 +46,10 @@ class RunJournal:
         self._phases.append(phase)
 
     def failure_seen(self, at: float) -> int:
-        """Ray Train's controller saw the current attempt fail: which attempt that was."""
+        """Ray Train's controller saw the current worker group fail (recorded as the attempt it had agreed as):
+        the group's number, whose beats and every earlier group's the watchdog stops reading."""
         self._phases.append(Phase("failure_seen", at, self._attempts))
-        return self._attempts
+        return len(self._groups)
 
     def phases(self) -> list[Phase]:
         return list(self._phases)

@@ -22,7 +22,8 @@ from raycluster.training.rank_process import BytesMoved, started_at
 
 log = logging.getLogger(__name__)
 
-STARTING, TRAINING, SAVING, VALIDATING, PUBLISHING, DONE = (
+AGREEING, STARTING, TRAINING, SAVING, VALIDATING, PUBLISHING, DONE = (
+    "agreeing on where to start",
     "starting",
     "training",
     "saving a checkpoint",
@@ -155,7 +156,7 @@ class ProgressBeacon(LoopHooks):
         self._bytes = self._sample(), self._since
         self._stopped = threading.Event()
         loop = threading.get_ident(), threading.get_native_id()  # on the loop's thread
-        self._beat = Beat(rank, attempt, *where, os.getpid(), started_at(os.getpid()), *loop, None, STARTING, 0.0)
+        self._beat = Beat(rank, attempt, *where, os.getpid(), started_at(os.getpid()), *loop, None, AGREEING, 0.0)
         threading.Thread(target=self._send_every, name="progress-beacon", daemon=True).start()
 
     def validating_at(self, validates_every) -> None:

@@ -118,16 +118,17 @@ def final_checkpoint(keeper, output_dir: Path, published: list[str], local_store
 
 
 def agree_on_start(
-    args: list[str], keeper, part_store, cfg, attempt: int, rank: int, local_rank: int, world_size: int
+    args: list[str], keeper, part_store, journal, cfg, rank: int, local_rank: int, world_size: int
 ) -> Start:
-    """Rank 0 decides from the keeper and what every rank finds on its own node; all then run the same
-    flags, with the keeper's checkpoint fetched to every node first when that is the source (into this node's
-    part store, ``part_store``, when there is one)."""
+    """Rank 0 decides from the keeper and what every rank finds on its own node, as the journal's next attempt;
+    all then run the same flags, with the keeper's checkpoint fetched to every node first when that is the
+    source (into this node's part store, ``part_store``, when there is one)."""
     local = newest_checkpoint(Path(cfg.output_dir))
     local_steps: list[int | None] = [None] * world_size
     dist.all_gather_object(local_steps, int(local.name) if local is not None else None)
     decision = [None]
     if rank == 0:
+        attempt = ray.get(journal.attempt_started.remote(), timeout=ANSWER_S)
         decision = [decide_start(args, keeper, cfg, attempt, local_steps)]
     dist.broadcast_object_list(decision, src=0)
     start: Start = decision[0]

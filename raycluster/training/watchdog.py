@@ -20,6 +20,7 @@ import ray
 
 from raycluster.training.hang_report import Hang, describe, shown_in_the_log, stacks_text
 from raycluster.training.progress import (
+    AGREEING,
     DONE,
     PUBLISHING,
     SAVING,
@@ -36,7 +37,9 @@ log = logging.getLogger(__name__)
 SLOW_ACTIVITY_S = 900.0
 """At least this long for a first step (dataset, model, a resumed checkpoint's fetch), a checkpoint save."""
 LONG_ACTIVITY_S = 1800.0
-"""At least this long for a validation (LeRobot's env rollouts) and the final publish (every host's part)."""
+"""At least this long for a validation (LeRobot's env rollouts), the final publish (every host's part), and a
+rank's start up to the attempt agreed: LeRobot imported, then the resume path's own deadlines one after another
+(the keeper's answer 60 s, a publish the failed attempt left 300 s, the check of the checkpoint taken 900 s)."""
 SAY_AGAIN_S = 600.0
 """A watchdog that cannot check says so again this often while it lasts."""
 ASK_S = 60.0
@@ -52,14 +55,16 @@ class Allowances:
     saving_s: float
     validating_s: float
     publishing_s: float
+    agreeing_s: float
 
     @classmethod
     def for_timeout(cls, hang_timeout_s: float) -> Allowances:
         slow, long = max(hang_timeout_s, SLOW_ACTIVITY_S), max(hang_timeout_s, LONG_ACTIVITY_S)
-        return cls(hang_timeout_s, slow, slow, long, long)
+        return cls(hang_timeout_s, slow, slow, long, long, long)
 
     def of(self, activity: str) -> float:
         return {
+            AGREEING: self.agreeing_s,
             STARTING: self.first_step_s,
             TRAINING: self.step_s,
             SAVING: self.saving_s,

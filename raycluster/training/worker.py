@@ -127,12 +127,22 @@ def rank_hosts(node: str, rank: int, world_size: int) -> list[str]:
     return hosts
 
 
-def beacon_from_the_start(worker: WorkerConfig, rank: int, attempt: int) -> ProgressBeacon | None:
-    """This rank's beats, from its first line: a rank stuck before its first step (importing LeRobot, in the
-    first collective, fetching the checkpoint it resumes from) is watched as one stuck in a step is."""
-    if worker.progress is None:
-        return None
-    return ProgressBeacon(worker.progress.beat.remote, rank, attempt, rank_whereabouts(), worker.beats_every_s)
+def begin(worker: WorkerConfig, rank: int, local_rank: int, world_size: int):
+    """This rank's start: its beats from its first line (as its worker group's number, the journal's word, asked
+    before any collective), so a rank stuck importing LeRobot, in the first collective or fetching the checkpoint
+    it resumes from is watched; LeRobot's flags read; where every rank starts, agreed.
+    (the installed LeRobot line, its config, the ``Start``, the beacon or None)"""
+    beacon = None
+    if worker.progress is not None:
+        group = ray.get(worker.journal.group_of.remote(worker_group()), timeout=ANSWER_S)
+        beacon = ProgressBeacon(worker.progress.beat.remote, rank, group, rank_whereabouts(), worker.beats_every_s)
+    line = installed_line()
+    cfg = parse_train_config(worker.lerobot_args, validate=False)
+    keeper, part_store = worker.checkpoint_keeper, local_part_store(worker.part_stores)
+    start = agree_on_start(worker.lerobot_args, keeper, part_store, worker.journal, cfg, rank, local_rank, world_size)
+    if beacon is not None:
+        beacon.now(STARTING)  # agreed (the checkpoint resumed from in place): LeRobot's set-up begins
+    return line, cfg, start, beacon
 
 
 def loop_hooks(worker: WorkerConfig, cfg, rank: int, world_size: int, device, start: Start, shipping, beacon):
@@ -200,16 +210,7 @@ def train_loop_per_worker(config: dict) -> WorkerResult | None:
     answer_stack_requests()
     node = ray.util.get_node_ip_address()
     log.info("raycluster worker rank %d of %d, pid %d, node %s", rank, world_size, os.getpid(), node)
-    attempt = ray.get(worker.journal.attempt_of.remote(worker_group()), timeout=ANSWER_S)
-    beacon = beacon_from_the_start(worker, rank, attempt)
-    line = installed_line()
-    cfg = parse_train_config(worker.lerobot_args, validate=False)
-    keeper, part_store = worker.checkpoint_keeper, local_part_store(worker.part_stores)
-    start = agree_on_start(
-        worker.lerobot_args, keeper, part_store, cfg, attempt, rank, context.get_local_rank(), world_size
-    )
-    if beacon is not None:
-        beacon.now(STARTING)  # agreed (the checkpoint resumed from in place): LeRobot's set-up begins
+    line, cfg, start, beacon = begin(worker, rank, context.get_local_rank(), world_size)
     if rank == 0:  # the group was ready when this rank began
         worker.journal.phase.remote(Phase("worker_group_ready", entered, start.attempt))
         worker.journal.phase.remote(Phase("start_agreed", time.time(), start.attempt, start.resumed_from or 0))
@@ -219,7 +220,8 @@ def train_loop_per_worker(config: dict) -> WorkerResult | None:
         cfg = parse_train_config(args, validate=False)
     placement = Placement(rank, world_size, worker.use_gpu, worker.mixed_precision)
     device = ray.train.torch.get_device()
-    shipping = checkpoint_shipping(worker.part_stores, keeper, rank, hosts, attempt, line.saves_on_every_rank)
+    keeper, every_rank_saves = worker.checkpoint_keeper, line.saves_on_every_rank
+    shipping = checkpoint_shipping(worker.part_stores, keeper, rank, hosts, start.attempt, every_rank_saves)
     recorder, shipper, hooks = loop_hooks(worker, cfg, rank, world_size, device, start, shipping, beacon)
     backend = dist.get_backend()  # LeRobot's train ends by destroying the process group
     started = time.perf_counter()

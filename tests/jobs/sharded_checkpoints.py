@@ -39,7 +39,7 @@ from raycluster.training.journal import RunJournal  # noqa: E402
 from raycluster.training.lerobot_api import checkpoints_dir, loop_wrappers  # noqa: E402
 from raycluster.training.resume import agree_on_start  # noqa: E402
 from raycluster.training.shipping import checkpoint_shipping, outcome  # noqa: E402
-from raycluster.training.worker import local_part_store, rank_hosts, worker_group  # noqa: E402
+from raycluster.training.worker import local_part_store, rank_hosts  # noqa: E402
 
 SHARDS = Path("pretrained_model") / "pytorch_model_fsdp_0"  # where LeRobot main puts a sharded model
 
@@ -102,10 +102,9 @@ def loop(config: dict) -> dict | None:
     hosts = rank_hosts(ray.util.get_node_ip_address(), rank, world)
     # Where the attempt starts, as training decides it: the checkpoint fetched onto every host from the hosts
     # that hold its parts, this host's saves of a failed attempt dropped.
-    attempt = ray.get(config["journal"].attempt_of.remote(worker_group()), timeout=60)
     keeper, part_store = config["checkpoint_keeper"], local_part_store(config["part_stores"])
     cfg = SimpleNamespace(output_dir=config["output_dir"], steps=config["steps"])
-    start = agree_on_start([], keeper, part_store, cfg, attempt, rank, context.get_local_rank(), world)
+    start = agree_on_start([], keeper, part_store, config["journal"], cfg, rank, context.get_local_rank(), world)
     step, attempt = start.resumed_from or 0, start.attempt
     model = sharded_model(step)
     if step:
