@@ -47,17 +47,14 @@ class Retention:
         self.deleting.discard(name)
 
     def lease(self, name: str, now: float) -> bool:
-        """A resume's answer ("resume from ``name``"): held for one lease, so that the fetches that follow find it;
-        False (and nothing held) when its deletion has begun."""
+        """A fetch of ``name`` begins (held until ``fetch_ends``), or a resume answers ``name`` (held for one lease,
+        never ended, so that the fetches that follow find it); False, and nothing held, when its deletion has
+        begun."""
         if name in self.deleting:
             return False
         self.readers[name] += 1
         self.read_at[name] = now
         return True
-
-    def fetch_begins(self, name: str, now: float) -> bool:
-        """A fetch of ``name`` starts, held until it ends; False (and nothing held) when its deletion has begun."""
-        return self.lease(name, now)
 
     def read(self, name: str, now: float) -> None:
         """A fetch read a chunk of ``name``: its lease is renewed (a checkpoint deleted meanwhile is not recalled)."""
@@ -76,7 +73,3 @@ class Retention:
         """``name`` is no checkpoint any more (moved aside as broken): nothing of it is kept here."""
         self.readers.pop(name, None)
         self.read_at.pop(name, None)
-
-    def tracked(self) -> set[str]:
-        """Every checkpoint these tables name (the simulation checks they hold only what still exists)."""
-        return set(self.readers) | set(self.read_at) | self.deleting

@@ -140,7 +140,7 @@ class FetchServing:
     def manifest(self, name: str) -> dict[str, dict]:
         """The start of a fetch: ``name`` is kept until ``release``."""
         with self._lock:
-            began = self.retention.fetch_begins(name, time.monotonic())
+            began = self.retention.lease(name, time.monotonic())
         record = self.store.manifest(name) if began and name in self.store.names() else None
         if record is None:
             if began:

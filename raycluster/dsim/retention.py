@@ -101,11 +101,15 @@ class RetentionWorld:
         self._retain()
 
     def _retain(self) -> None:
-        listed = [n for n in self.complete if n not in self.retention.deleting]  # as ``complete_names``
+        listed = self._listed()
         go, _ = self.retention.due(listed, self.holds.__contains__, self.sim.now)
         for name in go:  # decided now; its record goes a moment later, then every host's files
             self._check_deletable(name)
             self.sim.at(self.sim.rng.uniform(*self.profile.delete_s), lambda n=name: self._record_gone(n))
+
+    def _listed(self) -> list[str]:
+        """The complete checkpoints as the keeper's ``complete_names`` lists them: none whose deletion has begun."""
+        return [n for n in self.complete if n not in self.retention.deleting]
 
     def _record_gone(self, name: str) -> None:
         self.complete.remove(name)
@@ -159,7 +163,7 @@ class RetentionWorld:
 
     # Fetches: a resume's (the keeper's answer first) and any other of a complete checkpoint.
     def _resume(self) -> None:
-        listed = [n for n in self.complete if n not in self.retention.deleting]
+        listed = self._listed()
         if listed and self.retention.lease(listed[-1], self.sim.now):
             self.sim.send(lambda name=listed[-1]: self._begin_fetch(name))
 
@@ -168,7 +172,7 @@ class RetentionWorld:
             self._begin_fetch(self.sim.rng.choice(self.complete))
 
     def _begin_fetch(self, name: str) -> None:
-        began = self.retention.fetch_begins(name, self.sim.now)
+        began = self.retention.lease(name, self.sim.now)
         if began and name not in self.complete:  # as the keeper's ``manifest``: its record is gone, refused
             self.retention.fetch_ends(name)
             began = False
@@ -217,7 +221,8 @@ class RetentionWorld:
 
     def check(self) -> None:
         """After every event: what retention's tables name still has its record, and so does the best."""
-        stale = self.retention.tracked() - set(self.complete)
+        tables = self.retention
+        stale = (set(tables.readers) | set(tables.read_at) | tables.deleting) - set(self.complete)
         if stale:
             raise InvariantBroken(f"retention still tracks {sorted(stale)}, which no longer exist")
         if self.best is not None and self.best.checkpoint not in self.complete:
