@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import shlex
 import sys
@@ -28,9 +29,50 @@ class JobOutcome:
     """The job's own one-line reason (its ``JobReport``), when it wrote one."""
 
 
+class FollowedLog:
+    """A job's log shown a line at a time: from Ray's websocket tail while the job runs, and once it has ended,
+    the rest from the driver's log file on this node, which Ray writes and which is whole by then. Ray's tail
+    notices a job's end only 2-5 s after it (it looks at the file and at the job's status once a second each),
+    and every job's end, a failed one's last lines above all, would wait for that."""
+
+    def __init__(self, on_line: Callable[[str], None]):
+        self._on_line, self._shown, self._done, self._lock = on_line, 0, False, threading.Lock()
+        self.thread: threading.Thread | None = None
+
+    def show(self, line: str) -> None:
+        """A line from the tail; none once the rest came from the file."""
+        with self._lock:
+            if not self._done:
+                self._shown += 1
+                self._on_line(line)
+
+    def finish(self, log_file: Path | None, timeout: float) -> None:
+        """The job's last lines: from ``log_file`` (the ended job's, on this node) past those the tail showed,
+        or, with no such file, what the tail brings within ``timeout``."""
+        if log_file is None or not log_file.is_file():
+            if self.thread is not None:
+                self.thread.join(timeout)
+            return
+        with self._lock:
+            self._done = True
+            # Read as Ray's tail reads it (text, universal newlines), so that its lines and the file's are one count.
+            with open(log_file, errors="replace") as lines:
+                for line in itertools.islice(lines, self._shown, None):
+                    self._on_line(line.rstrip("\n"))
+
+
 class SubmittedJob:
-    def __init__(self, dashboard_url: str, script: Path, flags: list[str], reports: Path, name: str = "raycluster"):
-        """``reports``: a directory on this node, where the driver (which Ray runs on the head) writes its report."""
+    def __init__(
+        self,
+        dashboard_url: str,
+        script: Path,
+        flags: list[str],
+        reports: Path,
+        driver_logs: Path,
+        name: str = "raycluster",
+    ):
+        """``reports``: a directory on this node, where the driver (which Ray runs on the head) writes its report.
+        ``driver_logs``: where Ray writes the driver's log on this node (the session's ``logs``)."""
         from ray.job_submission import JobSubmissionClient
 
         self.client = JobSubmissionClient(dashboard_url)
@@ -38,22 +80,24 @@ class SubmittedJob:
         entrypoint = shlex.join(self.argv)
         submission_id = f"{name}-{uuid.uuid4().hex[:8]}"
         self.report = reports / f"{submission_id}.json"
+        self.driver_log = driver_logs / f"job-driver-{submission_id}.log"
         runtime_env = {"env_vars": {REPORT_ENV: str(self.report)}}
         self.id = self.client.submit_job(entrypoint=entrypoint, submission_id=submission_id, runtime_env=runtime_env)
         log.info("submitted job %s: %s", self.id, entrypoint)
 
-    def follow(self, on_line: Callable[[str], None]) -> threading.Thread:
-        """Stream the job's log to ``on_line`` a line at a time until the job ends, through Ray's own
-        websocket tail (each byte is sent once, however long the job). Join the thread for the last lines."""
+    def follow(self, on_line: Callable[[str], None]) -> FollowedLog:
+        """Stream the job's log to ``on_line`` a line at a time, through Ray's own websocket tail (each byte is
+        sent once, however long the job); ``finish`` it for the last lines."""
+        followed = FollowedLog(on_line)
 
         async def tail() -> None:
             partial = ""
             async for chunk in self.client.tail_job_logs(self.id):
                 *lines, partial = (partial + chunk).split("\n")
                 for line in lines:
-                    on_line(line)
+                    followed.show(line)
             if partial:
-                on_line(partial)
+                followed.show(partial)
 
         def run() -> None:
             try:
@@ -61,9 +105,9 @@ class SubmittedJob:
             except Exception as exc:  # the job goes on; its whole log stays in the dashboard
                 log.warning("following job %s's log stopped: %s", self.id, exc)
 
-        thread = threading.Thread(target=run, name=f"log-{self.id}", daemon=True)
-        thread.start()
-        return thread
+        followed.thread = threading.Thread(target=run, name=f"log-{self.id}", daemon=True)
+        followed.thread.start()
+        return followed
 
     def status(self) -> str:
         return str(self.client.get_job_status(self.id).value)

@@ -140,7 +140,8 @@ class Head:
         # Bounded, and cut short by SIGTERM: Ray's client has no timeout of its own, and a dashboard that takes
         # connections but never answers would keep every host up until SageMaker's MaxRuntime. A job the Jobs API
         # took is stopped as any running job is, below; one it takes after we gave up ends with the head's node.
-        submitted, job = within(SUBMIT_S, lambda: SubmittedJob(DASHBOARD, script, flags, reports=SCRATCH / "job-reports"),
+        logs = self.node.spec.temp_dir / "session_latest" / "logs"
+        submitted, job = within(SUBMIT_S, lambda: SubmittedJob(DASHBOARD, script, flags, SCRATCH / "job-reports", logs),
                                 "submitting the job", stop=self.stop)  # fmt: skip
         if not submitted and self.stop.is_set():
             raise Stopped(f"{SIGTERM_REASON}, before the job started")
@@ -150,9 +151,9 @@ class Head:
                 f"port {DASHBOARD_PORT}) within {SUBMIT_S:.0f}s; see {self.node.spec.temp_dir}/session_latest/logs/dashboard.log"
             )
         following = job.follow(self._show)
-        failure = self._watch(job)
+        failure, ended = self._watch(job)
         last_lines = min(self.budget.follow_s if failure else 10.0, self._left() + self.budget.follow_s)
-        following.join(timeout=max(0.0, last_lines))
+        following.finish(job.driver_log if ended else None, timeout=max(0.0, last_lines))
         asking = min(self.budget.ask_s, self.stop.until(self.budget.outcome_by))
         answered, outcome = within(asking, job.outcome, "the job's outcome")
         if not answered:  # the job's own report, read from disk, still says how it ended
@@ -168,16 +169,16 @@ class Head:
             raise JobFailed(outcome.exit_code or 1, f"job {outcome.status.lower()}: {why}")
         return 0
 
-    def _watch(self, job: SubmittedJob) -> HostFailure | None:
-        """Until the job ends: what made us stop it, if anything did. Every Ray call is bounded, a Jobs API or a
-        head node that is gone fails the job, and after a SIGTERM the whole wait ends in time for the workers
-        and the nodes to stop before SageMaker's SIGKILL (the stop budget)."""
+    def _watch(self, job: SubmittedJob) -> tuple[HostFailure | None, bool]:
+        """Until the job ends: what made us stop it, if anything did, and whether it ended. Every Ray call is
+        bounded, a Jobs API or a head node that is gone fails the job, and after a SIGTERM the whole wait ends in
+        time for the workers and the nodes to stop before SageMaker's SIGKILL (the stop budget)."""
         failure, until, status_of = None, math.inf, BoundedCall(job.status, "the job's status")
         silent_since: float | None = None
         while True:
             answered, status = status_of.ask(min(self.budget.ask_s, self._left()))
             if status in TERMINAL:
-                return failure
+                return failure, True
             silent_since = None if answered else silent_since or time.monotonic()
             if failure is None:
                 failure = self._lost() or self._gone(silent_since)
@@ -187,12 +188,12 @@ class Head:
                     until = time.monotonic() + self.budget.job_watched_until
                     self._stop(job)
             elif not answered and not job.driver_pids():
-                return failure  # no Jobs API to ask, and the driver has exited
+                return failure, True  # no Jobs API to ask, and the driver has exited: its log is whole
             if time.monotonic() > until or self._left() <= 0:
                 log.error(
                     "the job did not stop within %.0fs; its nodes are stopped with it", self.settings.stop_timeout_s
                 )
-                return failure
+                return failure, False
             time.sleep(1)
 
     def _gone(self, silent_since: float | None) -> HostFailure | None:
