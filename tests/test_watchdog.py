@@ -129,16 +129,21 @@ def test_the_board_keeps_each_ranks_newest_beat_of_the_newest_running_attempt():
     board = Beats()
     board.beat(beat(0, seq=2, idle=1), now=10)
     board.beat(beat(0, SAVING, seq=1), now=11)  # overtaken in flight: older than what the board holds
-    assert [(b.activity, b.silent_s) for b in board.newest_attempt(now=12)] == [(TRAINING, 2)]
-    board.attempt_failed(1)  # Ray Train saw attempt 1 fail ...
-    board.beat(beat(1, seq=5), now=13)  # ... and a beat of it still in flight arrives: not watched
-    assert board.newest_attempt(now=14) == []  # between attempts nothing is watched: no hang of the dead one
-    board.attempt_failed(2)  # attempt 2 failed before any of its beats reached the board
-    board.beat(beat(0, attempt=2), now=15)
+    assert [(b.activity, b.silent_s) for b in board.newest_attempt(now=12, failed_through=0)] == [(TRAINING, 2)]
+    # Ray Train saw attempt 1 fail (the journal's word at the next read), and a beat of it still in flight arrives.
+    board.beat(beat(1, seq=5), now=13)
+    assert board.newest_attempt(now=14, failed_through=1) == []  # between attempts: no hang of the dead one
+    board.beat(beat(0, attempt=2), now=15)  # attempt 2 failed before any of its beats reached the board
     board.beat(beat(1, attempt=3), now=15)
-    assert [(b.attempt, b.rank) for b in board.newest_attempt(now=16)] == [(3, 1)]
-    board.hang_seen(3, "hang: ...")
-    assert board.hang_of(3) == "hang: ..." and board.hang_of(2) is None  # only the attempt that hung
+    assert [(b.attempt, b.rank) for b in board.newest_attempt(now=16, failed_through=2)] == [(3, 1)]
+
+
+def test_a_restarted_board_never_watches_a_failed_group_again():
+    # The board's process died and Ray restarted it empty, after attempt 1 failed and before attempt 2 beat:
+    # a beat of attempt 1 still in flight lands on the new board. Which groups failed is the journal's word.
+    board = Beats()
+    board.beat(beat(1, seq=9), now=20)
+    assert board.newest_attempt(now=200, failed_through=1) == []  # silent for 180 s, and never a hang
 
 
 def test_the_beacon_says_what_follows_a_save_and_its_last_word_is_done():
@@ -246,7 +251,7 @@ def test_a_beat_that_cannot_be_sent_does_not_end_the_beats():
 
 def test_a_watchdog_that_cannot_check_says_so_once_and_again_when_it_can(caplog):
     # The board gone (its process died, Ray restarting it): every check fails until it is back.
-    watchdog = Watchdog(None, Allowances.for_timeout(6), [])  # a check every second
+    watchdog = Watchdog(None, None, Allowances.for_timeout(6), [])  # a check every second
     outcomes = iter([RuntimeError("ActorDiedError: the board died")] * 3 + [None] * 100)
 
     def check() -> None:

@@ -25,14 +25,13 @@ def root_cause(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def failure_cause(exc: BaseException, board, journal) -> str:
+def failure_cause(exc: BaseException, journal) -> str:
     """A group the watchdog ended for a hang failed for that hang, whatever its ranks raised as they went:
-    the last attempt's hang, if it hung (an earlier attempt's was recovered from)."""
-    if board is not None:
-        try:
-            hang = ray.get(board.hang_of.remote(ray.get(journal.groups.remote(), timeout=10)), timeout=10)
-            if hang:
-                return hang
-        except Exception as error:  # the run's actors gone with the failure: Ray's own word stands
-            log.warning("the hang board did not answer: %s", error)
+    the last group's hang, if it hung (an earlier group's was recovered from)."""
+    try:
+        hang = ray.get(journal.newest_hang.remote(), timeout=10)
+        if hang:
+            return hang
+    except Exception as error:  # the run's actors gone with the failure: Ray's own word stands
+        log.warning("the run's journal did not answer: %s", error)
     return root_cause(exc)

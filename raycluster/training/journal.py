@@ -1,5 +1,7 @@
 """A tiny Ray actor that outlives worker-group restarts: how many attempts there were, whether the driver
-was asked to stop (every rank of every attempt reads it), and when each phase of the run ended."""
+was asked to stop (every rank of every attempt reads it), when each phase of the run ended, and what the hang
+watchdog must not forget (the worker groups that failed, the hangs it saw). It is never restarted: what it
+holds is the run's word, where the hang board, which Ray restarts, holds only beats that come again."""
 
 from __future__ import annotations
 
@@ -14,6 +16,10 @@ class RunJournal:
         self._attempts = 0
         self._groups: dict[str, int] = {}
         """Each worker group's number, by its placement group's id."""
+        self._failed_through = 0
+        """Worker groups up to this number failed: their ranks are no longer watched."""
+        self._hangs: dict[int, str] = {}
+        """The watchdog's line for each worker group it found hung."""
         self._stop: str | None = None
         self._phases: list[Phase] = []
 
@@ -45,11 +51,21 @@ class RunJournal:
     def phase(self, phase: Phase) -> None:
         self._phases.append(phase)
 
-    def failure_seen(self, at: float) -> int:
+    def failure_seen(self, at: float) -> None:
         """Ray Train's controller saw the current worker group fail (recorded as the attempt it had agreed as):
-        the group's number, whose beats and every earlier group's the watchdog stops reading."""
+        the watchdog stops reading its beats and every earlier group's."""
         self._phases.append(Phase("failure_seen", at, self._attempts))
-        return len(self._groups)
+        self._failed_through = len(self._groups)
+
+    def failed_through(self) -> int:
+        return self._failed_through
+
+    def hang_seen(self, group: int, line: str) -> None:
+        self._hangs[group] = line
+
+    def newest_hang(self) -> str | None:
+        """The newest worker group's hang, if it hung (an earlier group's was recovered from)."""
+        return self._hangs.get(len(self._groups))
 
     def phases(self) -> list[Phase]:
         return list(self._phases)

@@ -142,10 +142,9 @@ class LoopPhases(LoopHooks):
 class FailureSeen(UserCallback):
     """Ray Train's controller calls this when a worker of the group failed (its exception, or its death)."""
 
-    def __init__(self, journal, board=None):
-        self.journal, self.board = journal, board
+    def __init__(self, journal):
+        self.journal = journal
 
     def after_exception(self, run_context, worker_exceptions) -> None:
-        failed = self.journal.failure_seen.remote(time.time())
-        if self.board is not None:  # the failed attempt's ranks are no longer watched (the ref: no wait here)
-            self.board.attempt_failed.remote(failed)
+        # The failed group's ranks are no longer watched from here (the watchdog asks the journal at each check).
+        self.journal.failure_seen.remote(time.time())

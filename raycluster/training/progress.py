@@ -73,40 +73,30 @@ class Beat:
 
 
 class Beats:
-    """The board's bookkeeping, apart from Ray: the newest beat of every rank of every attempt, and which
-    attempts Ray Train saw fail (numbered as the journal counts them)."""
+    """The board's bookkeeping, apart from Ray: the newest beat of every rank of every worker group. Which groups
+    failed is the journal's word, given at each read: a board that Ray restarts loses only beats, which come
+    again within seconds, never a failure (a failed group's late beats would otherwise be watched again)."""
 
     def __init__(self) -> None:
         self._beats: dict[tuple[int, int], tuple[Beat, float]] = {}
-        self._failed_through = 0
-        self._hangs: dict[int, str] = {}
 
     def beat(self, beat: Beat, now: float) -> None:
         held = self._beats.get((beat.attempt, beat.rank))
-        if beat.attempt > self._failed_through and (held is None or held[0].seq < beat.seq):
+        if held is None or held[0].seq < beat.seq:
             self._beats[beat.attempt, beat.rank] = (beat, now)
 
-    def attempt_failed(self, attempt: int) -> None:
-        """Attempts up to ``attempt`` are over: their ranks (and beats still in flight) are no longer watched."""
-        self._failed_through = max(self._failed_through, attempt)
-        self._beats = {key: held for key, held in self._beats.items() if key[0] > self._failed_through}
-
-    def newest_attempt(self, now: float) -> list[Beat]:
-        """The beats of the newest attempt still running, by rank, each with how long it has been silent."""
+    def newest_attempt(self, now: float, failed_through: int) -> list[Beat]:
+        """The beats of the newest group still running, by rank, each with how long it has been silent; groups
+        up to ``failed_through`` are over (their beats, and any still in flight, are dropped)."""
+        self._beats = {key: held for key, held in self._beats.items() if key[0] > failed_through}
         attempt = max((a for a, _ in self._beats), default=None)
         held = sorted((rank, b, at) for (a, rank), (b, at) in self._beats.items() if a == attempt)
         return [replace(b, silent_s=now - at) for _, b, at in held]
 
-    def hang_seen(self, attempt: int, line: str) -> None:
-        self._hangs[attempt] = line
-
-    def hang_of(self, attempt: int) -> str | None:
-        return self._hangs.get(attempt)
-
 
 @ray.remote(num_cpus=0)
 class ProgressBoard:
-    """``Beats`` as an actor; outlives worker-group restarts, as the journal does."""
+    """``Beats`` as an actor on the driver's node, restarted by Ray if its process dies (``board_on_this_node``)."""
 
     def __init__(self) -> None:
         self._beats = Beats()
@@ -114,17 +104,8 @@ class ProgressBoard:
     def beat(self, beat: Beat) -> None:
         self._beats.beat(beat, time.monotonic())
 
-    def attempt_failed(self, attempt: int) -> None:
-        self._beats.attempt_failed(attempt)
-
-    def newest_attempt(self) -> list[Beat]:
-        return self._beats.newest_attempt(time.monotonic())
-
-    def hang_seen(self, attempt: int, line: str) -> None:
-        self._beats.hang_seen(attempt, line)
-
-    def hang_of(self, attempt: int) -> str | None:
-        return self._beats.hang_of(attempt)
+    def newest_attempt(self, failed_through: int) -> list[Beat]:
+        return self._beats.newest_attempt(time.monotonic(), failed_through)
 
 
 def rank_whereabouts() -> tuple[str, str]:

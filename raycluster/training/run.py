@@ -117,7 +117,7 @@ def make_trainer(
         run_config=RunConfig(
             name=f"{cfg.job_name}-{Path(cfg.output_dir).resolve().name}",
             failure_config=FailureConfig(max_failures=cluster.max_failures),
-            callbacks=[FailureSeen(journal, board)],
+            callbacks=[FailureSeen(journal)],
         ),
     )
 
@@ -168,7 +168,7 @@ def run_training(
         curves = curves_for_run(cluster, output_dir, staging)
         # The stacks' file beside the summary: the model dir first, which SageMaker keeps (its output dir is scratch).
         kept = [Path(cluster.model_dir)] if cluster.model_dir else []
-        board = watch_for_hangs(cluster.hang_timeout_s, [*kept, output_dir])
+        board = watch_for_hangs(cluster.hang_timeout_s, [*kept, output_dir], journal)
         keepers = keepers_for_run(cluster, plan, staging, curves, faults)
         trainer = make_trainer(cluster, cfg, args, journal, keepers, curves, board[0] if board else None)
         fitted = threading.Event()
@@ -181,9 +181,7 @@ def run_training(
             evals = evaluated(keepers, cluster, result.interrupted_at is not None, staging)
             mark_phases(curves, recorded, started)
         except Exception as exc:
-            raise TrainingFailed(
-                f"training failed: {failure_cause(exc, board[0] if board else None, journal)}"
-            ) from exc
+            raise TrainingFailed(f"training failed: {failure_cause(exc, journal)}") from exc
         finally:
             fitted.set()
             png = finish_curves(curves)

@@ -97,8 +97,8 @@ class Watchdog:
     attempt once (and ends its ranks again if it is still hung long after). ``report_dirs``: where the
     stacks' file is written (the summary's directories, the one SageMaker keeps first)."""
 
-    def __init__(self, board, allowances: Allowances, report_dirs: list[Path]):
-        self.board, self.allowances, self.report_dirs = board, allowances, report_dirs
+    def __init__(self, board, journal, allowances: Allowances, report_dirs: list[Path]):
+        self.board, self.journal, self.allowances, self.report_dirs = board, journal, allowances, report_dirs
         self._answered: dict[int, float] = {}
 
     def start(self, done: threading.Event) -> threading.Thread:
@@ -129,7 +129,8 @@ class Watchdog:
             failed, said_at = 0, None
 
     def check(self) -> None:
-        hang = find_hang(ray.get(self.board.newest_attempt.remote(), timeout=ASK_S), self.allowances)
+        failed_through = ray.get(self.journal.failed_through.remote(), timeout=ASK_S)
+        hang = find_hang(ray.get(self.board.newest_attempt.remote(failed_through), timeout=ASK_S), self.allowances)
         if hang is None:
             return
         answered = self._answered.get(hang.attempt)
@@ -153,7 +154,7 @@ class Watchdog:
             line = describe(hang, self.allowances.step_s, taken, str(self.report_dirs[0] / name))
             log.error("%s", line)
             log.error("stacks (every rank's in %s):\n%s", name, stacks_text(shown_in_the_log(hang, taken), taken))
-            ray.get(self.board.hang_seen.remote(hang.attempt, line), timeout=ASK_S)
+            ray.get(self.journal.hang_seen.remote(hang.attempt, line), timeout=ASK_S)
             for directory in self.report_dirs:
                 directory.mkdir(parents=True, exist_ok=True)
                 (directory / name).write_text(stacks_text(hang.ranks, taken))
@@ -189,9 +190,10 @@ def end_ranks(ranks: list[Beat]) -> None:
         )
 
 
-def watch_for_hangs(hang_timeout_s: float, report_dirs: list[Path]) -> tuple | None:
-    """The board every rank beats to and the watchdog that reads it; none with --cluster.hang_timeout_s=0."""
+def watch_for_hangs(hang_timeout_s: float, report_dirs: list[Path], journal) -> tuple | None:
+    """The board every rank beats to and the watchdog that reads it (with the run's journal, which says which
+    groups failed and keeps the hangs it saw); none with --cluster.hang_timeout_s=0."""
     if hang_timeout_s <= 0:
         return None
     board = board_on_this_node()
-    return board, Watchdog(board, Allowances.for_timeout(hang_timeout_s), report_dirs)
+    return board, Watchdog(board, journal, Allowances.for_timeout(hang_timeout_s), report_dirs)
