@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import logging
 import shlex
@@ -29,15 +30,22 @@ class JobOutcome:
     """The job's own one-line reason (its ``JobReport``), when it wrote one."""
 
 
+REST_LINES = 1000
+"""The most lines an ended job's rest shows from its file: a tail that broke early leaves a long log unshown,
+and a stop has seconds for its last lines, not the time to print gigabytes."""
+
+
 class FollowedLog:
     """A job's log shown a line at a time: from Ray's websocket tail while the job runs, and once it has ended,
-    the rest from the driver's log file on this node, which Ray writes and which is whole by then. Ray's tail
-    notices a job's end only 2-5 s after it (it looks at the file and at the job's status once a second each),
-    and every job's end, a failed one's last lines above all, would wait for that."""
+    the rest from the driver's log file on this node, which Ray writes and which is whole once the driver has
+    exited. Ray's tail notices a job's end only 2-5 s after it (it looks at the file and at the job's status once
+    a second each), and every job's end, a failed one's last lines above all, would wait for that."""
 
     def __init__(self, on_line: Callable[[str], None]):
         self._on_line, self._shown, self._done, self._lock = on_line, 0, False, threading.Lock()
         self.thread: threading.Thread | None = None
+        self.complete = False
+        """The tail itself reached the job's end: every line was shown."""
 
     def show(self, line: str) -> None:
         """A line from the tail; none once the rest came from the file."""
@@ -47,18 +55,34 @@ class FollowedLog:
                 self._on_line(line)
 
     def finish(self, log_file: Path | None, timeout: float) -> None:
-        """The job's last lines: from ``log_file`` (the ended job's, on this node) past those the tail showed,
-        or, with no such file, what the tail brings within ``timeout``."""
-        if log_file is None or not log_file.is_file():
-            if self.thread is not None:
-                self.thread.join(timeout)
+        """The job's last lines: those the tail has not shown, from ``log_file`` (the ended job's, on this node;
+        the last ``REST_LINES`` of them), or, with no such file or one that cannot be read, what the tail
+        brings within ``timeout``."""
+        if self.complete:
             return
+        if log_file is not None and log_file.is_file():
+            try:
+                self._rest_from(log_file)
+                return
+            except Exception as exc:  # the tail goes on instead
+                log.warning("the job's log %s could not be read to its end: %s", log_file, exc)
+        if self.thread is not None:
+            self.thread.join(timeout)
+
+    def _rest_from(self, log_file: Path) -> None:
         with self._lock:
-            self._done = True
             # Read as Ray's tail reads it (text, universal newlines), so that its lines and the file's are one count.
+            rest: collections.deque[str] = collections.deque(maxlen=REST_LINES)
+            unshown = 0
             with open(log_file, errors="replace") as lines:
                 for line in itertools.islice(lines, self._shown, None):
-                    self._on_line(line.rstrip("\n"))
+                    rest.append(line)
+                    unshown += 1
+            self._done = True
+            if unshown > len(rest):
+                self._on_line(f"({unshown - len(rest)} lines not shown here: the job's whole log is {log_file})")
+            for line in rest:
+                self._on_line(line.rstrip("\n"))
 
 
 class SubmittedJob:
@@ -102,6 +126,7 @@ class SubmittedJob:
         def run() -> None:
             try:
                 asyncio.run(tail())
+                followed.complete = True
             except Exception as exc:  # the job goes on; its whole log stays in the dashboard
                 log.warning("following job %s's log stopped: %s", self.id, exc)
 

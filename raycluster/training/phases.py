@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
+import ray
 from ray.train import UserCallback
 
 from raycluster.training.lerobot_api import LoopHooks
@@ -147,4 +148,5 @@ class FailureSeen(UserCallback):
 
     def after_exception(self, run_context, worker_exceptions) -> None:
         # The failed group's ranks are no longer watched from here (the watchdog asks the journal at each check).
-        self.journal.failure_seen.remote(time.time())
+        # Waited for, a little: recorded before the next group's ranks ask the journal for their number.
+        ray.wait([self.journal.failure_seen.remote(time.time())], timeout=10)

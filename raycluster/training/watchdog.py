@@ -131,7 +131,8 @@ class Watchdog:
     def check(self) -> None:
         failed_through = ray.get(self.journal.failed_through.remote(), timeout=ASK_S)
         hang = find_hang(ray.get(self.board.newest_attempt.remote(failed_through), timeout=ASK_S), self.allowances)
-        if hang is None:
+        # A failure Ray Train saw between the two reads ended that group: it is over, not hung.
+        if hang is None or hang.attempt <= ray.get(self.journal.failed_through.remote(), timeout=ASK_S):
             return
         answered = self._answered.get(hang.attempt)
         if answered is None:
