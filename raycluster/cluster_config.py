@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from dataclasses import dataclass
 
 from raycluster.errors import UsageError
@@ -81,6 +82,9 @@ class ClusterConfig:
     """A metric of the evaluations (``eval_loss``: lower is better; ``pc_success``, ``avg_sum_reward``,
     ``avg_max_reward``: higher is better). The best checkpoint is exported to ``model_dir``, never deleted by
     retention, and named in the summary's ``best``; empty: the last checkpoint is the model."""
+    started_at: float = 0.0
+    """When this start of the job began, in seconds since the epoch: its ledger (``raycluster/ledger.py``) counts
+    from there. The SageMaker entry point passes its container's start; 0: the command's own."""
 
     def check(self) -> None:
         if self.num_workers < 1:
@@ -115,6 +119,11 @@ class ClusterConfig:
             )
         if not self.address:
             raise UsageError("--cluster.address must be local, auto or HOST:PORT")
+        if self.started_at and not (math.isfinite(self.started_at) and 0 < self.started_at <= time.time() + 60):
+            raise UsageError(
+                f"--cluster.started_at must be 0 (the command's start) or a moment already past, in seconds since "
+                f"the epoch, got {self.started_at}"
+            )
         check_eval_flags(self)
 
 

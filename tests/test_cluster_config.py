@@ -41,6 +41,12 @@ def test_flags_round_trip():
         ("--cluster.hang_timeout_s=5", r"--cluster.hang_timeout_s must be 0 \(off\) or a number of seconds from 10"),
         ("--cluster.hang_timeout_s=nan", r"--cluster.hang_timeout_s must be 0 \(off\) or a number of seconds from 10"),
         ("--cluster.hang_timeout_s=1e308", r"to 2419200 \(28 days, SageMaker's longest job\), got 1e\+308"),
+        (
+            "--cluster.started_at=4102444800",
+            r"--cluster.started_at must be 0 \(the command's start\) or a moment already",
+        ),
+        ("--cluster.started_at=nan", "--cluster.started_at must be 0"),
+        ("--cluster.started_at=-1", "--cluster.started_at must be 0"),
     ],
 )
 def test_bad_cluster_flags_name_the_field(flag, names):

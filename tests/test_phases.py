@@ -1,7 +1,7 @@
 """How a run's recorded phases become the summary's ``phases`` and ``recoveries`` (the runs themselves are
 checked in test_train_local.py and test_checkpoints.py)."""
 
-from raycluster.training.phases import RECOVERY, START_UP, Phase, command_started, timeline
+from raycluster.training.phases import RECOVERY, START_UP, Phase, timeline
 
 
 def test_a_run_with_one_restart_files_each_phase_under_its_attempt():
@@ -33,12 +33,3 @@ def test_a_run_without_restarts_has_no_recoveries():
     recorded = [Phase(name, 50 + i, 1) for i, name in enumerate(START_UP)]
     times = timeline(recorded, started=50)
     assert times.recoveries == [] and list(times.phases.values()) == [float(i) for i in range(len(START_UP))]
-
-
-def test_the_command_started_when_this_process_did():
-    import time
-
-    import psutil
-
-    started = command_started()
-    assert started < time.time() and abs(started - psutil.Process().create_time()) < 1.5

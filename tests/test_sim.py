@@ -188,6 +188,16 @@ def test_sigterm_twice_on_every_host_saves_the_step_reached_once_and_the_restart
     assert all(h["exit_code"] == 0 for h in result.values()), result
     summary = json.loads((second / "algo-1" / "opt" / "ml" / "model" / "raycluster_summary.json").read_text())
     assert summary["resumed_from"] == step and summary["final_step"] == step + 2
+    # The ledger, restored with the checkpoints, continued: the stop saved the step reached, so nothing was
+    # trained twice; each start counts from its container's start (SageMaker's driver, the entry point and the
+    # cluster before the command) and its parts add up to its wall time.
+    ledger = summary["ledger"]
+    first_start, second_start = ledger["starts"]
+    assert (first_start["last_step"], second_start["first_step"], second_start["last_step"]) == (step, step, step + 2)
+    assert ledger["steps_redone"] == 0 and 0 < ledger["goodput"] < 1, ledger
+    for start in (first_start, second_start):
+        assert start["parts"]["before_command"] > 5 and abs(sum(start["parts"].values()) - start["wall_s"]) < 0.05
+    assert "ledger: 2 start(s)" in (second / "algo-1" / "log.txt").read_text()
     (before,), (after,) = wandb_runs(first).items(), wandb_runs(second).items()
     assert before[0].split()[1] == after[0].split()[1], (before, after)  # one run, resumed
     assert before[1] == list(range(1, step + 1)) and after[1] == [step + 1, step + 2], (before, after, step)

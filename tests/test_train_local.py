@@ -116,6 +116,19 @@ def test_resume_continues_from_the_checkpoint(act_run, tmp_path):
     summary = read_summary(out)
     assert summary["resumed_from"] == 10
     assert summary["final_step"] == 30 and summary["checkpoints"] == [10, 20, 30]
+    # The ledger, kept in the output dir (no checkpoint root), continued: the first run trained 1-20, this one
+    # resumed from checkpoint 10 (20 was gone) and trained 11-30, so 11-20 were trained twice.
+    ledger = summary["ledger"]
+    first, second = ledger["starts"]
+    assert [(s["first_step"], s["last_step"], s["steps_trained"]) for s in (first, second)] == [
+        (0, 20, 20),
+        (10, 30, 20),
+    ]
+    assert ledger["steps_redone"] == 10 and 0 < ledger["goodput"] < 30 / 40, ledger
+    for start in (first, second):  # a local run's start is its command's: its parts add up to its wall time
+        assert start["parts"]["before_command"] == 0 and abs(sum(start["parts"].values()) - start["wall_s"]) < 0.05
+    assert abs(second["wall_s"] - summary["wall_s"]) < 0.05
+    assert "ledger: 2 start(s)" in result.stdout + result.stderr
 
 
 def test_diffusion_trains_and_a_run_that_saves_no_checkpoint_still_ends_well_with_a_model_dir(dataset, tmp_path):

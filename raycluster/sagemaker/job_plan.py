@@ -8,6 +8,7 @@ from pathlib import Path
 from raycluster.cluster_config import GROUP, ClusterConfig
 from raycluster.errors import UsageError
 from raycluster.layout import CURVES_PORT, SCRATCH, SOURCE_DIR
+from raycluster.ledger import process_started
 from raycluster.sagemaker.entry_settings import NO_JOB, EntrySettings
 from raycluster.sagemaker.topology import Topology
 from raycluster.settings import split_group
@@ -52,6 +53,8 @@ def job_flags(topology: Topology, settings: EntrySettings, flags: list[str]) -> 
         f"--cluster.staging_dir={topology.base / 'raycluster-staging'}",
         f"--output_dir={SCRATCH / 'train'}",
         f"--cluster.curves_port={CURVES_PORT}",
+        # The ledger counts the job's start from the container's, SageMaker's driver and its install included.
+        f"--cluster.started_at={process_started(1):.3f}",
     ]
     if not use_gpu:
         defaults.append("--policy.device=cpu")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ray
 
+from raycluster.ledger import AttemptSteps
 from raycluster.training.phases import Phase
 
 
@@ -22,6 +23,8 @@ class RunJournal:
         """The watchdog's line for each worker group it found hung."""
         self._stop: str | None = None
         self._phases: list[Phase] = []
+        self._reached: dict[int, int] = {}
+        """The last step each attempt's rank 0 finished (the ledger's steps redone)."""
 
     def group_of(self, group: str) -> int:
         """The number of the worker group ``group`` (its placement group's id; Ray Train starts a group anew at
@@ -69,3 +72,12 @@ class RunJournal:
 
     def phases(self) -> list[Phase]:
         return list(self._phases)
+
+    def reached(self, attempt: int, step: int) -> None:
+        self._reached[attempt] = max(step, self._reached.get(attempt, step))
+
+    def attempt_steps(self) -> list[AttemptSteps]:
+        """Each attempt's steps, oldest first: where it started (its ``start_agreed``) and the last step its
+        rank 0 finished (where it started, when it finished none)."""
+        resumed = {p.attempt: p.step for p in self._phases if p.name == "start_agreed"}
+        return [AttemptSteps(resumed[a], max(resumed[a], self._reached.get(a, 0))) for a in sorted(resumed)]

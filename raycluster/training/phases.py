@@ -9,13 +9,10 @@ NTP); the driver turns them into the summary's ``phases`` and ``recoveries`` and
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
-import psutil
 import ray
 from ray.train import UserCallback
 
@@ -87,18 +84,6 @@ def timeline(recorded: list[Phase], started: float) -> Timeline:
     return Timeline({name: phases[name] for name in START_UP if name in phases}, recoveries)
 
 
-def command_started() -> float:
-    """When this process began (time.time()): the command's start, its interpreter's imports included, as a
-    user's stopwatch (or a benchmark's) counts it. From the process's start in clock ticks since boot (Linux),
-    to 10 ms; psutil's create_time rests on the boot time in whole seconds, up to 1 s off."""
-    try:
-        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return psutil.Process().create_time()
-    age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
-    return time.time() - age
-
-
 def mark_phases(curves, recorded: list[Phase], started: float) -> None:
     """Every phase so far as an event in the run's curves, at the step it happened: ``phase/<name>`` in
     seconds since the command started, with the attempt it belongs to."""
@@ -120,10 +105,14 @@ def say(phases: dict[str, float], recoveries: list[dict[str, float]]) -> None:
 
 class LoopPhases(LoopHooks):
     """The phases inside LeRobot's ``train`` (set up: its first step begins; first and last step), each
-    passed to ``tell``: rank 0 tells the run's journal; the benchmark's plain torchrun run keeps them."""
+    passed to ``tell``: rank 0 tells the run's journal; the benchmark's plain torchrun run keeps them. Every
+    step finished goes to ``reached`` (attempt, step), when given: the last step of a group that fails is known
+    even when its rank 0 is killed."""
 
-    def __init__(self, tell: Callable[[Phase], object], attempt: int):
-        self.tell, self.attempt = tell, attempt
+    def __init__(
+        self, tell: Callable[[Phase], object], attempt: int, reached: Callable[[int, int], object] | None = None
+    ):
+        self.tell, self.attempt, self.reached = tell, attempt, reached
         self.last: Phase | None = None
 
     def before_step(self) -> None:
@@ -134,6 +123,8 @@ class LoopPhases(LoopHooks):
         if self.last is None:
             self.tell(Phase("first_step", time.time(), self.attempt, step))
         self.last = Phase("last_step", time.time(), self.attempt, step)
+        if self.reached is not None:
+            self.reached(self.attempt, step)
 
     def close(self) -> None:
         if self.last is not None:

@@ -27,6 +27,7 @@ from raycluster.curves.keeper import curves_for_run, finish_curves
 from raycluster.dataset import check_dataset_root
 from raycluster.evals.plan import inline_off, plan_for_run
 from raycluster.faults import NO_FAULTS, Faults
+from raycluster.ledger import Ledger, keep_start, ledger_path, process_started, start_entry
 from raycluster.training.causes import failure_cause
 from raycluster.training.interrupt import StopRequest, fit_listening, forward_to_journal
 from raycluster.training.journal import RunJournal
@@ -41,7 +42,7 @@ from raycluster.training.lerobot_api import (
 )
 from raycluster.training.lerobot_lines import installed_line
 from raycluster.training.paths import absolute_paths
-from raycluster.training.phases import FailureSeen, Phase, Timeline, command_started, mark_phases, say, timeline
+from raycluster.training.phases import FailureSeen, Phase, Timeline, mark_phases, say, timeline
 from raycluster.training.ray_train_env import set_ray_train_defaults
 from raycluster.training.recorder import LOSS_WINDOW
 from raycluster.training.summary import Measured, RunSummary
@@ -123,7 +124,7 @@ def make_trainer(
 
 
 def summarize(
-    result: WorkerResult, cfg, restarts: int, times: Timeline, stopped_by: str | None, curves, evals: dict
+    result: WorkerResult, cfg, restarts: int, times: Timeline, stopped_by: str | None, curves, evals: dict, ledger
 ) -> RunSummary:
     measured = {f.name: getattr(result, f.name) for f in fields(Measured)}
     return RunSummary(
@@ -139,7 +140,14 @@ def summarize(
         curves=curves,
         evaluations=evals["evaluations"],
         best=evals["best"],
+        ledger=ledger.as_dict(),
     )
+
+
+def kept_ledger(cluster: ClusterConfig, output_dir: Path, started: float, times: Timeline, steps: list) -> Ledger:
+    """This start added to the job's ledger, kept beside the checkpoints."""
+    entry = start_entry(cluster.started_at or started, started, times.phases, times.recoveries, steps)
+    return keep_start(ledger_path(cluster.checkpoint_dir, output_dir), entry)
 
 
 def run_training(
@@ -148,7 +156,7 @@ def run_training(
     """``stop``: set by the caller's signal handlers; every rank then stops after one agreed step, which LeRobot
     saves as a periodic checkpoint and the keeper publishes (``TrainingStopped``). ``faults``: a test's, if any."""
     stop = stop or StopRequest()
-    started = command_started()
+    started = process_started()
     cluster, lerobot_args = absolute_paths(cluster, lerobot_args, Path.cwd())
     resuming = bool(cluster.checkpoint_dir) and has_complete_checkpoint(cluster.checkpoint_dir)
     cfg, args, plan = prepare_lerobot_args(cluster, lerobot_args, resuming)
@@ -185,9 +193,11 @@ def run_training(
         finally:
             fitted.set()
             png = finish_curves(curves)
-        restarts = ray.get(journal.attempts.remote(), timeout=60) - 1
+        attempts, steps = ray.get([journal.attempts.remote(), journal.attempt_steps.remote()], timeout=60)
     recorded.append(Phase("summary_written", time.time(), 0))
-    summary = summarize(result, cfg, restarts, timeline(recorded, started), stop.name, png, evals)
+    times = timeline(recorded, started)
+    ledger = kept_ledger(cluster, output_dir, started, times, steps)
+    summary = summarize(result, cfg, attempts - 1, times, stop.name, png, evals, ledger)
     report(summary, cluster, result, stop)
     return summary
 

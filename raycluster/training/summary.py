@@ -61,6 +61,9 @@ class RunSummary(Measured):
     best: dict | None = None
     """``--cluster.keep_best``: the best checkpoint (``checkpoint``, ``step``, ``metric``, ``value``) and where it
     was exported as the model (``exported_to``)."""
+    ledger: dict | None = None
+    """Where the job's time went, across its starts (``raycluster/ledger.py``): each start's parts and steps, the
+    steps redone and the ``goodput``; kept beside the checkpoints, so a restarted job continues it."""
 
     def write(self, output_dir: Path) -> Path:
         path = Path(output_dir) / SUMMARY_NAME

@@ -156,7 +156,7 @@ def loop_hooks(worker: WorkerConfig, cfg, rank: int, world_size: int, device, st
         beacon.validating_at(lerobot_api.validations(cfg))
         hooks.append(beacon)
     if rank == 0:
-        hooks.append(LoopPhases(worker.journal.phase.remote, start.attempt))
+        hooks.append(LoopPhases(worker.journal.phase.remote, start.attempt, worker.journal.reached.remote))
     if shipping is not None:
         shipper = shipping[0]
         hooks.append(shipping[1])

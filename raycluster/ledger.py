@@ -1,0 +1,177 @@
+"""Where a job's seconds went, across its starts: ``raycluster_ledger.json`` beside the checkpoints, so that a
+restarted job (a spot job's next start, a job run again on the same checkpoints) finds it with them and
+continues it, one entry per start, and the job's goodput: the time spent on steps that were kept, over the
+whole time.
+
+Each start's parts follow one another without a gap, from the start's beginning (on SageMaker the container's,
+before SageMaker's driver installs anything; otherwise the command's) to its summary, so they add up to its
+wall time by construction:
+
+- ``before_command``: the container up to the training command: SageMaker's driver and its install, the entry
+  point, the Ray cluster forming, the job's submission (0 for a local ``raycluster train``);
+- ``start_up``: the command up to its first step: LeRobot's flags, Ray Train's worker group, agreeing on where to
+  start, LeRobot's set-up;
+- ``training``: the first step to the last, less the recoveries;
+- ``recovery``: from each failure Ray Train saw to the restarted group's first step;
+- ``teardown``: the last step to the summary: the final checkpoint and model, the evaluations still running,
+  Ray's shutdown.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import psutil
+
+log = logging.getLogger(__name__)
+
+LEDGER_NAME = "raycluster_ledger.json"
+PARTS = ("before_command", "start_up", "training", "recovery", "teardown")
+
+
+@dataclass(frozen=True)
+class StartEntry:
+    started_at: float
+    """When this start began (seconds since the epoch)."""
+    wall_s: float
+    parts: dict[str, float]
+    """``PARTS``, in seconds; they add up to ``wall_s``."""
+    first_step: int
+    """The step this start resumed from (0: from scratch)."""
+    last_step: int
+    """The last step this start finished (``first_step`` when it finished none)."""
+    steps_trained: int
+    """Steps this start's worker groups finished, a step redone after a restart counted each time."""
+    steps_redone: int
+    """Of those, steps a worker group finished and the next group of this start trained again (the steps
+    between the checkpoint it resumed from and the failure)."""
+
+
+@dataclass(frozen=True)
+class AttemptSteps:
+    """One worker group's steps: the step it resumed from and the last it finished (its rank 0's word)."""
+
+    resumed_from: int
+    reached: int
+
+
+def process_started(pid: int | str = "self") -> float:
+    """When process ``pid`` began (time.time()): for this process, the command's start, its interpreter's imports
+    included, as a user's stopwatch counts it; for PID 1, the container's. From the process's start in clock
+    ticks since boot (Linux), to 10 ms; psutil's create_time rests on the boot time in whole seconds, up to 1 s
+    off."""
+    try:
+        ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return psutil.Process(None if pid == "self" else int(pid)).create_time()
+    age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    return time.time() - age
+
+
+def start_entry(
+    started_at: float, command_started: float, phases: dict[str, float], recoveries: list[dict], attempts: list
+) -> StartEntry:
+    """This start's entry from the run's timeline (``phases`` and ``recoveries``, in seconds since the command
+    started, as the summary has them) and its worker groups' steps (``AttemptSteps``, oldest first)."""
+    before = max(0.0, command_started - started_at)
+    end = phases["summary_written"]
+    first = phases.get("first_step", end)
+    last = max(first, phases.get("last_step", first))
+    recovery = sum(r.get("seconds", 0.0) for r in recoveries)
+    parts = {
+        "before_command": before,
+        "start_up": first,
+        "training": max(0.0, last - first - recovery),
+        "recovery": min(recovery, last - first),
+        "teardown": end - last,
+    }
+    redone = sum(max(0, a.reached - b.resumed_from) for a, b in itertools.pairwise(attempts))
+    return StartEntry(
+        started_at=round(started_at, 3),
+        wall_s=round(before + end, 2),
+        parts={name: round(seconds, 2) for name, seconds in parts.items()},
+        first_step=attempts[0].resumed_from if attempts else 0,
+        last_step=attempts[-1].reached if attempts else 0,
+        steps_trained=sum(max(0, a.reached - a.resumed_from) for a in attempts),
+        steps_redone=redone,
+    )
+
+
+@dataclass(frozen=True)
+class Ledger:
+    starts: list[StartEntry] = field(default_factory=list)
+
+    def with_start(self, entry: StartEntry) -> Ledger:
+        return Ledger([*self.starts, entry])
+
+    @property
+    def steps_redone(self) -> int:
+        """Within each start, and between starts: what a start finished beyond the step the next resumed from."""
+        between = sum(max(0, a.last_step - b.first_step) for a, b in itertools.pairwise(self.starts))
+        return sum(s.steps_redone for s in self.starts) + between
+
+    @property
+    def goodput(self) -> float:
+        """The training time of the steps kept (each step of the model once), over the whole wall time."""
+        wall = sum(s.wall_s for s in self.starts)
+        trained = sum(s.steps_trained for s in self.starts)
+        if not wall or not trained:
+            return 0.0
+        kept = max(0, trained - self.steps_redone)
+        return round(sum(s.parts["training"] for s in self.starts) * kept / trained / wall, 4)
+
+    def as_dict(self) -> dict:
+        return {"starts": [asdict(s) for s in self.starts], "steps_redone": self.steps_redone, "goodput": self.goodput}
+
+    def line(self) -> str:
+        totals = {name: sum(s.parts[name] for s in self.starts) for name in PARTS}
+        spent = ", ".join(f"{name.replace('_', ' ')} {seconds:.1f}" for name, seconds in totals.items())
+        return (
+            f"ledger: {len(self.starts)} start(s), {sum(s.wall_s for s in self.starts):.1f}s in all: {spent}; "
+            f"{self.steps_redone} step(s) redone; goodput {self.goodput:.2f}"
+        )
+
+
+def ledger_path(checkpoint_dir: str, output_dir: Path) -> Path:
+    """Beside the checkpoints: in the checkpoint root when it is a directory (``/opt/ml/checkpoints/...`` on
+    SageMaker, which restores it at a restart), else in the output dir (an S3 root or none)."""
+    if checkpoint_dir and not checkpoint_dir.startswith("s3://"):
+        return Path(checkpoint_dir) / LEDGER_NAME
+    return output_dir / LEDGER_NAME
+
+
+def read_ledger(path: Path) -> Ledger:
+    """The ledger kept at ``path``; an empty one when there is none. One that cannot be read is moved aside
+    (kept, never deleted) and the job goes on with a new one: it is the job's bookkeeping, not its training."""
+    if not path.exists():
+        return Ledger()
+    try:
+        starts = json.loads(path.read_text())["starts"]
+        return Ledger([StartEntry(**start) for start in starts])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        aside = path.with_name(f"{path.name}.unreadable-{int(time.time())}")
+        os.replace(path, aside)
+        log.warning("the ledger %s could not be read (%s): kept as %s, a new one begins", path, exc, aside.name)
+        return Ledger()
+
+
+def write_ledger(path: Path, ledger: Ledger) -> None:
+    """Whole or not at all: a start stopped while writing leaves the previous ledger."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(json.dumps(ledger.as_dict(), indent=2) + "\n")
+    os.replace(partial, path)
+
+
+def keep_start(path: Path, entry: StartEntry) -> Ledger:
+    """This start added to the ledger kept at ``path`` (a new one when there is none), and said in one line."""
+    ledger = read_ledger(path).with_start(entry)
+    write_ledger(path, ledger)
+    log.info("%s (kept in %s)", ledger.line(), path)
+    return ledger

@@ -1,0 +1,82 @@
+"""The ledger of a job's time (no Ray: its plain parts): each start's parts follow one another and add up to its
+wall time, steps redone within a start and between starts, the goodput, and a ledger that cannot be read."""
+
+import json
+import time
+
+import psutil
+
+from raycluster.ledger import (
+    LEDGER_NAME,
+    AttemptSteps,
+    Ledger,
+    keep_start,
+    ledger_path,
+    process_started,
+    read_ledger,
+    start_entry,
+)
+
+# A start as the summary's timeline has it, in seconds since the command started.
+PHASES = {"flags_checked": 7.0, "cluster_ready": 11.0, "first_step": 40.0, "last_step": 140.0, "summary_written": 150.0}
+
+
+def test_a_starts_parts_follow_one_another_and_add_up_to_its_wall_time():
+    # The container began 20 s before the command; one restart took 30 s of the training's 100 s.
+    restart = [{"failure_seen": 80.0, "first_resumed_step": 110.0, "seconds": 30.0}]
+    groups = [AttemptSteps(resumed_from=0, reached=70), AttemptSteps(resumed_from=60, reached=150)]
+    entry = start_entry(started_at=1000.0, command_started=1020.0, phases=PHASES, recoveries=restart, attempts=groups)
+    assert entry.parts == {
+        "before_command": 20.0,
+        "start_up": 40.0,
+        "training": 70.0,
+        "recovery": 30.0,
+        "teardown": 10.0,
+    }
+    assert sum(entry.parts.values()) == entry.wall_s == 170.0
+    # The first group trained 1-70; the second resumed from checkpoint 60 and trained 61-150: 61-70 twice.
+    assert (entry.first_step, entry.last_step, entry.steps_trained, entry.steps_redone) == (0, 150, 160, 10)
+
+
+def test_a_start_stopped_before_its_first_step_is_start_up_and_teardown_alone():
+    entry = start_entry(1000.0, 1000.0, {"cluster_ready": 9.0, "summary_written": 25.0}, [], [])
+    assert entry.parts == {"before_command": 0.0, "start_up": 25.0, "training": 0.0, "recovery": 0.0, "teardown": 0.0}
+    assert entry.wall_s == 25.0 and entry.steps_trained == 0
+
+
+def test_a_restarted_job_counts_the_steps_its_last_start_did_beyond_the_checkpoint_it_resumed_from():
+    first = start_entry(0.0, 0.0, PHASES, [], [AttemptSteps(0, 100)])
+    resumed_at_the_stop = start_entry(500.0, 500.0, PHASES, [], [AttemptSteps(100, 200)])
+    assert Ledger([first, resumed_at_the_stop]).steps_redone == 0  # the stop saved the step reached
+    resumed_earlier = start_entry(500.0, 500.0, PHASES, [], [AttemptSteps(90, 200)])
+    ledger = Ledger([first, resumed_earlier])
+    assert ledger.steps_redone == 10  # a checkpoint 10 steps before the stop: 91-100 trained twice
+    # 210 steps trained in 200 s of training, 200 kept, over 300 s of wall time.
+    assert ledger.goodput == round(200 * 200 / 210 / 300, 4)
+
+
+def test_the_ledger_is_kept_beside_the_checkpoints_and_a_restart_continues_it(tmp_path):
+    assert ledger_path(str(tmp_path / "ckpt"), tmp_path / "out") == tmp_path / "ckpt" / LEDGER_NAME
+    assert ledger_path("s3://bucket/ckpt", tmp_path / "out") == tmp_path / "out" / LEDGER_NAME
+    assert ledger_path("", tmp_path / "out") == tmp_path / "out" / LEDGER_NAME
+    path = tmp_path / "ckpt" / LEDGER_NAME
+    keep_start(path, start_entry(0.0, 0.0, PHASES, [], [AttemptSteps(0, 100)]))
+    kept = keep_start(path, start_entry(500.0, 500.0, PHASES, [], [AttemptSteps(100, 200)]))
+    assert read_ledger(path) == kept and [s.first_step for s in kept.starts] == [0, 100]
+    written = json.loads(path.read_text())
+    assert written["goodput"] == kept.goodput and written["steps_redone"] == 0 and len(written["starts"]) == 2
+    assert "ledger: 2 start(s), 300.0s in all:" in kept.line() and "goodput 0.67" in kept.line()
+
+
+def test_a_ledger_that_cannot_be_read_is_kept_aside_and_a_new_one_begins(tmp_path):
+    path = tmp_path / LEDGER_NAME
+    path.write_text('{"starts": [{"started_at": 1')  # cut short
+    assert read_ledger(path) == Ledger()
+    [aside] = tmp_path.glob(f"{LEDGER_NAME}.unreadable-*")
+    assert aside.read_text() == '{"starts": [{"started_at": 1'  # nothing lost
+
+
+def test_the_command_started_when_this_process_did_and_the_container_when_its_first_process_did():
+    started = process_started()
+    assert started < time.time() and abs(started - psutil.Process().create_time()) < 1.5
+    assert abs(process_started(1) - psutil.Process(1).create_time()) < 1.5
