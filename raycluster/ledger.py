@@ -42,15 +42,15 @@ class StartEntry:
     wall_s: float
     parts: dict[str, float]
     """``PARTS``, in seconds; they add up to ``wall_s``."""
-    first_step: int
-    """The step this start resumed from (0: from scratch)."""
-    last_step: int
+    first_step: int | None
+    """The step this start resumed from (0: from scratch); None when no worker group of it agreed on one."""
+    last_step: int | None
     """The last step this start finished (``first_step`` when it finished none)."""
     steps_trained: int
     """Steps this start's worker groups finished, a step redone after a restart counted each time."""
     steps_redone: int
-    """Of those, steps a worker group finished and the next group of this start trained again (the steps
-    between the checkpoint it resumed from and the failure)."""
+    """Of those, steps trained again by a later worker group of this start (the steps between the checkpoint it
+    resumed from and the failure)."""
 
 
 @dataclass(frozen=True)
@@ -81,25 +81,33 @@ def start_entry(
     started, as the summary has them) and its worker groups' steps (``AttemptSteps``, oldest first)."""
     before = max(0.0, command_started - started_at)
     end = phases["summary_written"]
-    first = phases.get("first_step", end)
+    # A first group that failed before its first step: the training began with the next group's.
+    resumed = [r["first_resumed_step"] for r in recoveries if "first_resumed_step" in r]
+    first = phases.get("first_step", min(resumed, default=end))
     last = max(first, phases.get("last_step", first))
-    recovery = sum(r.get("seconds", 0.0) for r in recoveries)
+    # Each recovery's own span within the training (one that never ended lies past the last step: teardown).
+    recovery = sum(
+        max(0.0, min(last, r["first_resumed_step"]) - max(first, r["failure_seen"]))
+        for r in recoveries
+        if "failure_seen" in r and "first_resumed_step" in r
+    )
     parts = {
         "before_command": before,
         "start_up": first,
-        "training": max(0.0, last - first - recovery),
-        "recovery": min(recovery, last - first),
+        "training": last - first - recovery,
+        "recovery": recovery,
         "teardown": end - last,
     }
-    redone = sum(max(0, a.reached - b.resumed_from) for a, b in itertools.pairwise(attempts))
+    trained = sum(max(0, a.reached - a.resumed_from) for a in attempts)
     return StartEntry(
         started_at=round(started_at, 3),
         wall_s=round(before + end, 2),
         parts={name: round(seconds, 2) for name, seconds in parts.items()},
-        first_step=attempts[0].resumed_from if attempts else 0,
-        last_step=attempts[-1].reached if attempts else 0,
-        steps_trained=sum(max(0, a.reached - a.resumed_from) for a in attempts),
-        steps_redone=redone,
+        first_step=attempts[0].resumed_from if attempts else None,
+        last_step=attempts[-1].reached if attempts else None,
+        steps_trained=trained,
+        # What the groups trained beyond the start's own progress was trained twice, whichever group redid it.
+        steps_redone=max(0, trained - (attempts[-1].reached - attempts[0].resumed_from)) if attempts else 0,
     )
 
 
@@ -113,7 +121,8 @@ class Ledger:
     @property
     def steps_redone(self) -> int:
         """Within each start, and between starts: what a start finished beyond the step the next resumed from."""
-        between = sum(max(0, a.last_step - b.first_step) for a, b in itertools.pairwise(self.starts))
+        trained = [s for s in self.starts if s.last_step is not None]
+        between = sum(max(0, a.last_step - b.first_step) for a, b in itertools.pairwise(trained))
         return sum(s.steps_redone for s in self.starts) + between
 
     @property
@@ -152,8 +161,9 @@ def read_ledger(path: Path) -> Ledger:
     if not path.exists():
         return Ledger()
     try:
-        starts = json.loads(path.read_text())["starts"]
-        return Ledger([StartEntry(**start) for start in starts])
+        ledger = Ledger([StartEntry(**start) for start in json.loads(path.read_text())["starts"]])
+        ledger.line()  # every figure there, and a number
+        return ledger
     except (OSError, ValueError, KeyError, TypeError) as exc:
         aside = path.with_name(f"{path.name}.unreadable-{int(time.time())}")
         os.replace(path, aside)
@@ -161,17 +171,25 @@ def read_ledger(path: Path) -> Ledger:
         return Ledger()
 
 
-def write_ledger(path: Path, ledger: Ledger) -> None:
-    """Whole or not at all: a start stopped while writing leaves the previous ledger."""
+def write_ledger(path: Path, ledger: Ledger, scratch: Path | None = None) -> None:
+    """Whole or not at all: a start stopped while writing leaves the previous ledger. Written in ``scratch``
+    first when given (on the same filesystem, outside what SageMaker syncs, which must never see a partial
+    file), else beside it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
+    partial = (scratch or path.parent) / f".{path.name}.partial"
     partial.write_text(json.dumps(ledger.as_dict(), indent=2) + "\n")
     os.replace(partial, path)
 
 
-def keep_start(path: Path, entry: StartEntry) -> Ledger:
-    """This start added to the ledger kept at ``path`` (a new one when there is none), and said in one line."""
-    ledger = read_ledger(path).with_start(entry)
-    write_ledger(path, ledger)
+def keep_start(path: Path, entry: StartEntry, scratch: Path | None = None) -> dict | None:
+    """This start added to the ledger kept at ``path`` (a new one when there is none) and said in one line: the
+    ledger as the summary has it. What cannot be kept is said, and the run, which trained, ends as it would: the
+    ledger is its bookkeeping (None)."""
+    try:
+        ledger = read_ledger(path).with_start(entry)
+        write_ledger(path, ledger, scratch)
+    except OSError as exc:
+        log.warning("the job's ledger %s could not be kept (%s): this start is not in it", path, exc)
+        return None
     log.info("%s (kept in %s)", ledger.line(), path)
-    return ledger
+    return ledger.as_dict()

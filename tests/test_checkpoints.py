@@ -424,6 +424,12 @@ def test_killed_workers_resume_then_ctrl_c_saves_the_step_reached_to_s3_and_a_re
     for recovery in recoveries:
         assert [recovery[name] for name in RECOVERY] == sorted(recovery[name] for name in RECOVERY), recoveries
         assert 0 < recovery["seconds"] < 120 and recovery["failure_seen"] > summary["phases"]["first_step"]
+    # The ledger of this start (kept in the output dir: the checkpoint root is S3): its three groups trained
+    # more steps than it progressed, by those each failed group finished after the checkpoint the next resumed
+    # from; the recoveries are a part of its time, and the parts add up.
+    [start] = summary["ledger"]["starts"]
+    assert (start["first_step"], start["last_step"], start["steps_trained"] - start["steps_redone"]) == (0, step, step)
+    assert start["parts"]["recovery"] > 0 and abs(sum(start["parts"].values()) - start["wall_s"]) < 0.05, start
 
     # The rerun on another number of workers (a new job with another instance count does the same).
     one_worker = ["--cluster.num_workers=1", *flags[2:]]
@@ -431,6 +437,7 @@ def test_killed_workers_resume_then_ctrl_c_saves_the_step_reached_to_s3_and_a_re
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     summary = read_summary(out)
     assert summary["resumed_from"] == step and summary["final_step"] == step + 2 and summary["stopped_by"] is None
+    assert [(s["first_step"], s["last_step"]) for s in summary["ledger"]["starts"]] == [(0, step), (step, step + 2)]
     # What the rerun saved after the step reached: its periodic saves (--save_freq=5) and its last step, in S3.
     after = sorted({s for s in (step + 1, step + 2) if s % 5 == 0} | {step + 2})
     assert [c for c in summary["checkpoints"] if c >= step] == [step, *after] and summary["world_size"] == 1

@@ -3,6 +3,7 @@ wall time, steps redone within a start and between starts, the goodput, and a le
 
 import json
 import time
+from dataclasses import asdict
 
 import psutil
 
@@ -61,11 +62,13 @@ def test_the_ledger_is_kept_beside_the_checkpoints_and_a_restart_continues_it(tm
     assert ledger_path("", tmp_path / "out") == tmp_path / "out" / LEDGER_NAME
     path = tmp_path / "ckpt" / LEDGER_NAME
     keep_start(path, start_entry(0.0, 0.0, PHASES, [], [AttemptSteps(0, 100)]))
-    kept = keep_start(path, start_entry(500.0, 500.0, PHASES, [], [AttemptSteps(100, 200)]))
-    assert read_ledger(path) == kept and [s.first_step for s in kept.starts] == [0, 100]
-    written = json.loads(path.read_text())
-    assert written["goodput"] == kept.goodput and written["steps_redone"] == 0 and len(written["starts"]) == 2
-    assert "ledger: 2 start(s), 300.0s in all:" in kept.line() and "goodput 0.67" in kept.line()
+    scratch = tmp_path / "staging"  # where the partial file is written: SageMaker syncs the checkpoints' folder
+    scratch.mkdir()
+    kept = keep_start(path, start_entry(500.0, 500.0, PHASES, [], [AttemptSteps(100, 200)]), scratch)
+    assert json.loads(path.read_text()) == kept and [s["first_step"] for s in kept["starts"]] == [0, 100]
+    assert kept["steps_redone"] == 0 and len(kept["starts"]) == 2 and read_ledger(path).goodput == kept["goodput"]
+    assert "ledger: 2 start(s), 300.0s in all:" in read_ledger(path).line() and kept["goodput"] == 0.6667
+    assert sorted(p.name for p in path.parent.iterdir()) == [LEDGER_NAME]  # nothing partial beside it
 
 
 def test_a_ledger_that_cannot_be_read_is_kept_aside_and_a_new_one_begins(tmp_path):
@@ -74,9 +77,33 @@ def test_a_ledger_that_cannot_be_read_is_kept_aside_and_a_new_one_begins(tmp_pat
     assert read_ledger(path) == Ledger()
     [aside] = tmp_path.glob(f"{LEDGER_NAME}.unreadable-*")
     assert aside.read_text() == '{"starts": [{"started_at": 1'  # nothing lost
+    aside.unlink()
+    entry = asdict(start_entry(0.0, 0.0, PHASES, [], [AttemptSteps(0, 100)]))
+    path.write_text(json.dumps({"starts": [entry | {"parts": None}]}))  # whole JSON, not a ledger
+    assert read_ledger(path) == Ledger() and len(list(tmp_path.glob(f"{LEDGER_NAME}.unreadable-*"))) == 1
 
 
 def test_the_command_started_when_this_process_did_and_the_container_when_its_first_process_did():
     started = process_started()
     assert started < time.time() and abs(started - psutil.Process().create_time()) < 1.5
     assert abs(process_started(1) - psutil.Process(1).create_time()) < 1.5
+
+
+def test_a_first_group_that_failed_before_its_first_step_leaves_the_training_to_the_next():
+    restart = [{"failure_seen": 30.0, "first_resumed_step": 60.0, "seconds": 30.0}]
+    phases = {"cluster_ready": 9.0, "last_step": 140.0, "summary_written": 150.0}
+    entry = start_entry(0.0, 0.0, phases, restart, [AttemptSteps(0, 0), AttemptSteps(0, 100)])
+    # The failure came before the training began: its recovery is start-up, and the training is the second group's.
+    assert entry.parts == {"before_command": 0.0, "start_up": 60.0, "training": 80.0, "recovery": 0.0, "teardown": 10.0}
+    assert (entry.steps_trained, entry.steps_redone) == (100, 0)
+
+
+def test_steps_redone_count_what_was_trained_beyond_the_progress_made_whichever_group_redid_it():
+    # The second group resumed from 50, failed there; the third resumed from a newer checkpoint, 90.
+    groups = [AttemptSteps(0, 100), AttemptSteps(50, 50), AttemptSteps(90, 200)]
+    entry = start_entry(0.0, 0.0, PHASES, [], groups)
+    assert (entry.steps_trained, entry.steps_redone) == (210, 10)
+    # A start in which no group agreed on where to start trained nothing and is passed over between starts.
+    empty = start_entry(0.0, 0.0, {"summary_written": 20.0}, [], [])
+    after = start_entry(0.0, 0.0, PHASES, [], [AttemptSteps(200, 300)])
+    assert empty.first_step is None and Ledger([entry, empty, after]).steps_redone == 10

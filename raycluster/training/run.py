@@ -27,7 +27,7 @@ from raycluster.curves.keeper import curves_for_run, finish_curves
 from raycluster.dataset import check_dataset_root
 from raycluster.evals.plan import inline_off, plan_for_run
 from raycluster.faults import NO_FAULTS, Faults
-from raycluster.ledger import Ledger, keep_start, ledger_path, process_started, start_entry
+from raycluster.ledger import keep_start, ledger_path, process_started, start_entry
 from raycluster.training.causes import failure_cause
 from raycluster.training.interrupt import StopRequest, fit_listening, forward_to_journal
 from raycluster.training.journal import RunJournal
@@ -140,14 +140,15 @@ def summarize(
         curves=curves,
         evaluations=evals["evaluations"],
         best=evals["best"],
-        ledger=ledger.as_dict(),
+        ledger=ledger,
     )
 
 
-def kept_ledger(cluster: ClusterConfig, output_dir: Path, started: float, times: Timeline, steps: list) -> Ledger:
+def kept_ledger(cluster: ClusterConfig, output_dir: Path, started: float, times: Timeline, steps: list) -> dict | None:
     """This start added to the job's ledger, kept beside the checkpoints."""
     entry = start_entry(cluster.started_at or started, started, times.phases, times.recoveries, steps)
-    return keep_start(ledger_path(cluster.checkpoint_dir, output_dir), entry)
+    scratch = Path(cluster.staging_dir) if cluster.staging_dir else None
+    return keep_start(ledger_path(cluster.checkpoint_dir, output_dir), entry, scratch)
 
 
 def run_training(
