@@ -109,12 +109,14 @@ def test_retention_spares_a_checkpoint_that_is_being_fetched(local_ray, tmp_path
     # A restarted worker group fetches 000001 while the previous attempt still publishes newer ones.
     keeper = CheckpointKeeper.remote(str(tmp_path / "root"), 1)
     send_directory(keeper, fake_checkpoint(tmp_path / "src" / "000001", b"1" * 1000), "000001")
-    ray.get(keeper.manifest.remote("000001"))  # a fetch has begun
+    _, lease = ray.get(keeper.manifest.remote("000001"))  # a fetch has begun
+    _, other = ray.get(keeper.manifest.remote("000001"))  # and a second one
     send_directory(keeper, fake_checkpoint(tmp_path / "src" / "000002", b"2" * 1000), "000002")
     assert steps(keeper) == [1, 2]
-    ray.get(keeper.release.remote("000001"))  # ... and ended
-    send_directory(keeper, fake_checkpoint(tmp_path / "src" / "000003", b"3" * 1000), "000003")
-    assert steps(keeper) == [3]
+    ray.get([keeper.release.remote("000001", lease) for _ in range(2)])  # one ends, its word said twice
+    assert steps(keeper) == [1, 2]  # the other still reads
+    ray.get(keeper.release.remote("000001", other))  # ... and ends: retention goes on at once, not at a later save
+    assert steps(keeper) == [2]
 
 
 @pytest.mark.parametrize(

@@ -21,6 +21,7 @@ from raycluster.checkpoints.parts import Complete, GivenUp, Part, PartSet
 from raycluster.checkpoints.placements import REMEMBERED_NAMES, Placements, Removal
 from raycluster.checkpoints.store import LocalStore
 from raycluster.checkpoints.transfer import fetch_directory, send_directory
+from raycluster.faults import NO_FAULTS, Faults
 from raycluster.training.resume import final_checkpoint
 from raycluster.training.shipping import outcome
 
@@ -188,9 +189,9 @@ def local_ray(tmp_path_factory):
 class Hosts:
     """A keeper on algo-1's root and one part store per host, each with its own root and staging."""
 
-    def __init__(self, tmp_path, count: int, keep: int = 0, part_deadline_s: float = 300):
+    def __init__(self, tmp_path, count: int, keep: int = 0, part_deadline_s: float = 300, faults: Faults = NO_FAULTS):
         self.roots = [tmp_path / f"algo-{n + 1}" / "checkpoints" for n in range(count)]
-        self.keeper = CheckpointKeeper.remote(str(self.roots[0]), keep, part_deadline_s=part_deadline_s)
+        self.keeper = CheckpointKeeper.remote(str(self.roots[0]), keep, part_deadline_s=part_deadline_s, faults=faults)
         self.stores = [PartStore.remote(str(root), str(root.parent / "staging"), self.keeper) for root in self.roots]
         ray.get(self.keeper.attach.remote(self.stores))
 
@@ -271,6 +272,23 @@ def test_a_part_that_never_comes_fails_its_checkpoint_at_the_deadline_and_the_ne
 
 
 @pytest.mark.cluster  # a local Ray of this module's
+def test_a_part_deadline_counts_from_when_the_hosts_word_came_not_from_when_a_busy_keeper_got_to_it(
+    local_ray, tmp_path
+):
+    # Every thread the keeper has for its other calls is busy for 6 s (four whole-directory publishes held by the
+    # fault seam, as a resume hashing a restored checkpoint or fetches reading one would hold them).
+    hosts = Hosts(tmp_path, 2, part_deadline_s=2, faults=Faults(publish_delay_s=6))
+    ray.get(hosts.save(tmp_path, "000001", 1, hosts=[0]))
+    tokens = ray.get([hosts.keeper.begin.remote() for _ in range(4)])
+    busy = [hosts.keeper.commit.remote(token, f"busy{n}", {}) for n, token in enumerate(tokens)]
+    time.sleep(0.5)
+    ray.get(hosts.save(tmp_path, "000001", 1, hosts=[1]))  # within 2 s of the first part's word; handled at once
+    assert outcome(hosts.keeper, "000001", deadline_s=30) is None
+    assert ray.get(busy) == [f"busy{n}" for n in range(4)]
+    assert {e["part"] for e in hosts.record("000001").values()} == {0, 1}
+
+
+@pytest.mark.cluster  # a local Ray of this module's
 def test_retention_deletes_a_checkpoint_on_every_host_and_its_commit_record_first(local_ray, tmp_path):
     hosts = Hosts(tmp_path, 3, keep=2)
     for step in (1, 2, 3):
@@ -315,6 +333,7 @@ def test_a_fetched_part_that_is_not_what_the_record_says_is_quarantined(local_ra
     assert LocalStore(hosts.roots[0] / "checkpoints").names() == []
     aside = list((hosts.roots[0] / "quarantine").iterdir())  # moved aside, not deleted
     assert [p.name[:6] for p in aside] == ["000001"] and (aside[0] / MANIFEST).is_file()
+    eventually(lambda: not (hosts.roots[1] / "checkpoints" / "000001").exists())  # and no other host keeps its part
     shutil.rmtree(tmp_path / "fetched", ignore_errors=True)
 
 

@@ -25,7 +25,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from raycluster.checkpoints.commits import Commits
 from raycluster.checkpoints.holds import Holds
 from raycluster.checkpoints.manifest import MANIFEST, within
-from raycluster.checkpoints.part_commits import PartCommits
+from raycluster.checkpoints.part_commits import WORDS, PartCommits
 from raycluster.checkpoints.part_store import link_or_copy, part_stores_on_every_node
 from raycluster.checkpoints.parts import PART_DEADLINE_S
 from raycluster.checkpoints.retention import Retention
@@ -39,7 +39,7 @@ READ_LEASE_S = 300.0
 """How long a fetch holds its checkpoint against retention without reading a chunk."""
 
 
-@ray.remote(num_cpus=0, max_concurrency=4)
+@ray.remote(num_cpus=0, max_concurrency=4, concurrency_groups={WORDS: 4})
 class CheckpointKeeper(PartCommits, FetchServing):
     def __init__(
         self, root: str, keep: int = 0, store=None, staging_dir: str = "", read_lease_s: float = READ_LEASE_S,
@@ -152,7 +152,7 @@ class CheckpointKeeper(PartCommits, FetchServing):
             go, fetched = self.retention.due(complete, self._in_use, time.monotonic())
             self.commits.complete.difference_update(go)
         for name in fetched:
-            log.info("retention: checkpoint %s is being fetched; deleted at a later save", name)
+            log.info("retention: checkpoint %s is being fetched; deleted once its fetches end", name)
         for name in go:
             with self._lock:  # a step saved again may have begun publishing under this name meanwhile
                 if self._in_use(name):

@@ -9,11 +9,19 @@ from __future__ import annotations
 import logging
 import time
 
+import ray
+
 from raycluster.checkpoints.effects import Discard, Effect, Place, Published, Record, Remove, Said
 from raycluster.checkpoints.pacing import Pick
 from raycluster.checkpoints.parts import Part
 
 log = logging.getLogger(__name__)
+
+WORDS = "words"
+"""The concurrency group of the hosts' words (a part arrived, failed, placed): threads of their own, so a word is
+taken in, and its moment stamped, while the keeper's other threads are busy (a resume hashing a restored
+checkpoint, fetches reading it), and a part's deadline counts from when its host's word came, not from when
+the keeper got round to it. A word holds its thread only for the keeper's lock, never for another host."""
 
 
 class PartCommits:
@@ -37,19 +45,25 @@ class PartCommits:
         self._carry_out(effects)
         return pick
 
+    @ray.method(concurrency_group=WORDS)
     def part_arrived(self, name: str, attempt: int, part: int, parts: int, manifest: dict, holder) -> None:
+        came = time.monotonic()  # before the lock: a word counts from when it came
         with self._lock:
-            effects = self.commits.arrived(name, attempt, Part(part, manifest, holder), parts, time.monotonic())
+            effects = self.commits.arrived(name, attempt, Part(part, manifest, holder), parts, came)
         self._carry_out(effects)
 
+    @ray.method(concurrency_group=WORDS)
     def part_failed(self, name: str, attempt: int, part: int, cause: str) -> None:
+        came = time.monotonic()
         with self._lock:
-            effects = self.commits.failed(name, attempt, part, cause, time.monotonic())
+            effects = self.commits.failed(name, attempt, part, cause, came)
         self._carry_out(effects)
 
+    @ray.method(concurrency_group=WORDS)
     def part_placed(self, name: str, attempt: int, part: int, error: str | None) -> None:
+        came = time.monotonic()
         with self._lock:
-            effects = self.commits.placed(name, attempt, part, error, time.monotonic())
+            effects = self.commits.placed(name, attempt, part, error, came)
         self._carry_out(effects)
 
     def publishing(self) -> bool:

@@ -57,8 +57,7 @@ class FetchServing:
             reason = self._problems(name)
             if reason is None:
                 return name
-            self.store.quarantine(name, reason)
-            self.commits.complete.discard(name)
+            self.quarantine(name, reason)
         if out_of_reach:  # never a silent start from scratch
             raise RuntimeError(f"no checkpoint can be resumed from: {'; '.join(out_of_reach)}")
         return None
@@ -137,20 +136,23 @@ class FetchServing:
         address = next((n["NodeManagerAddress"] for n in ray.nodes() if n["NodeID"] == node), "an unknown host")
         return f"{address} (node {node[:12]})"
 
-    def manifest(self, name: str) -> dict[str, dict]:
-        """The start of a fetch: ``name`` is kept until ``release``."""
+    def manifest(self, name: str) -> tuple[dict[str, dict], int]:
+        """The start of a fetch: ``name``'s record, and the fetch's lease, which keeps it until ``release``."""
         with self._lock:
-            began = self.retention.lease(name, time.monotonic())
-        record = self.store.manifest(name) if began and name in self.store.names() else None
+            lease = self.retention.lease(name, time.monotonic())
+        record = self.store.manifest(name) if lease is not None and name in self.store.names() else None
         if record is None:
-            if began:
-                self.release(name)
+            if lease is not None:
+                self.release(name, lease)
             raise RuntimeError(f"checkpoint {name} has no commit record in {self.store}")
-        return record
+        return record, lease
 
-    def release(self, name: str) -> None:
+    def release(self, name: str, lease: int) -> None:
+        """A fetch's end: what retention spared for it goes now, not at the next save."""
         with self._lock:
-            self.retention.fetch_ends(name)
+            freed = self.retention.fetch_ends(name, lease)
+        if freed:
+            self._retain()
 
     def touch(self, name: str) -> None:
         """A fetch reading from other hosts still holds ``name`` against retention."""
@@ -158,13 +160,18 @@ class FetchServing:
             self.retention.read(name, time.monotonic())
 
     def quarantine(self, name: str, reason: str) -> None:
-        """A fetch found ``name`` is not what its manifest says: never resumed from again."""
+        """``name`` is not what its manifest says (a fetch found it, or a resume's check): never resumed from
+        again. Its record and what this root holds of it are moved aside, for a person to look at; every other
+        host's files of it are removed (on SageMaker each host's root is synced to the job's S3 URI, where they
+        would lie forever, named by no record)."""
         with self._lock:
             self.commits.complete.discard(name)
             self.commits.holders.pop(name, None)
             self.retention.forget(name)
         if name in self.store.names():
             self.store.quarantine(name, reason)
+        for holder in self.part_stores:  # after the move: on a shared root there is nothing left to remove
+            holder.delete.remote(name)
 
     def read(self, name: str, relpath: str, offset: int) -> bytes:
         self.touch(name)

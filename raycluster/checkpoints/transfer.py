@@ -62,7 +62,7 @@ def fetch_directory(keeper, name: str, target: Path, local=None, only: str = "")
     arrives is checked against the manifest: a checkpoint that is not what it says is quarantined at the keeper
     and refused here. True if anything was fetched."""
     # Holds `name` against retention until released.
-    manifest = ray.get(keeper.manifest.remote(name), timeout=READ_TIMEOUT_S)
+    manifest, lease = ray.get(keeper.manifest.remote(name), timeout=READ_TIMEOUT_S)
     manifest = {r: e for r, e in manifest.items() if not only or Path(r).parts[0] == only}
     try:
         if target.is_dir() and problems(target, manifest) is None:
@@ -94,7 +94,7 @@ def fetch_directory(keeper, name: str, target: Path, local=None, only: str = "")
             ray.get(keeper.quarantine.remote(name, f"fetched: {reason}"), timeout=READ_TIMEOUT_S)
             raise RuntimeError(f"checkpoint {name} is not what its manifest says ({reason}): moved aside")
     finally:
-        keeper.release.remote(name)
+        keeper.release.remote(name, lease)
     if target.exists():
         shutil.rmtree(target)
     staged.rename(target)

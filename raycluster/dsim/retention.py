@@ -11,7 +11,8 @@ it for one lease) or on any complete one; each reads a chunk now and then, its w
 the keeper over the network, and ends, dies mid-read (reads no more and never ends), or stalls past its lease.
 Once training is over the evaluations finish as ``EvalKeeper.finish`` does: every checkpoint still held whose
 announcement was lost is evaluated, those under way get until the evaluation timeout, then every hold but the
-best's goes. Retention runs where the keeper runs it: after every commit, every released hold and the end.
+best's goes. Retention runs where the keeper runs it: after every commit, every released hold, every
+fetch's end and the end.
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ class Fetch:
     """When the keeper last heard that this fetch reads (its begin, or a chunk's word)."""
     chunks_left: int
     dies: bool
+    lease: int
+    """Its lease's number, which its end names."""
     alive: bool = True
 
 
@@ -164,7 +167,7 @@ class RetentionWorld:
     # Fetches: a resume's (the keeper's answer first) and any other of a complete checkpoint.
     def _resume(self) -> None:
         listed = self._listed()
-        if listed and self.retention.lease(listed[-1], self.sim.now):
+        if listed and self.retention.lease(listed[-1], self.sim.now) is not None:
             self.sim.send(lambda name=listed[-1]: self._begin_fetch(name))
 
     def _fetch_any(self) -> None:
@@ -172,14 +175,14 @@ class RetentionWorld:
             self._begin_fetch(self.sim.rng.choice(self.complete))
 
     def _begin_fetch(self, name: str) -> None:
-        began = self.retention.lease(name, self.sim.now)
-        if began and name not in self.complete:  # as the keeper's ``manifest``: its record is gone, refused
-            self.retention.fetch_ends(name)
-            began = False
-        if not began:  # its deletion had begun or is done: the worker group restarts and asks again
+        lease = self.retention.lease(name, self.sim.now)
+        if lease is not None and name not in self.complete:  # as the keeper's ``manifest``: its record is gone
+            self._fetch_ended(name, lease)
+            lease = None
+        if lease is None:  # its deletion had begun or is done: the worker group restarts and asks again
             return
         fetch = Fetch(name, self.sim.now, self.sim.rng.randint(*self.profile.chunks),
-                      self.sim.rng.random() < self.profile.dying_fetches)  # fmt: skip
+                      self.sim.rng.random() < self.profile.dying_fetches, lease)  # fmt: skip
         self.fetches.append(fetch)
         self._next_chunk(fetch)
 
@@ -193,14 +196,19 @@ class RetentionWorld:
         self.sim.send(lambda: self._heard(fetch))  # the keeper's ``touch``: fire and forget, it may come late
         if fetch.name not in self.complete:  # deleted under it: the read fails, and the worker group restarts
             fetch.alive = False
-            self.sim.send(lambda: self.retention.fetch_ends(fetch.name))
+            self.sim.send(lambda: self._fetch_ended(fetch.name, fetch.lease))
             return
         fetch.chunks_left -= 1
         if fetch.chunks_left > 0:
             self._next_chunk(fetch)
         else:
             fetch.alive = False
-            self.sim.send(lambda: self.retention.fetch_ends(fetch.name))
+            self.sim.send(lambda: self._fetch_ended(fetch.name, fetch.lease))
+
+    def _fetch_ended(self, name: str, lease: int) -> None:
+        """The keeper's ``release``: what retention spared for the fetch goes now, once no fetch holds it."""
+        if self.retention.fetch_ends(name, lease):
+            self._retain()
 
     def _heard(self, fetch: Fetch) -> None:
         self.retention.read(fetch.name, self.sim.now)
