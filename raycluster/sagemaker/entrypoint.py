@@ -61,7 +61,7 @@ def main(stop: StopClock) -> int:
         os.environ.update(hub_cache_env(topology.channels))
         os.environ.update(tracker_env(os.environ))
         # Before any Ray node starts: the nodes, the job's driver and its workers inherit PYTHONPATH.
-        install_shipped_wheels(os.environ)
+        install_shipped_wheels(os.environ, reaper.run)
         # This process talks to the cluster too: it needs the same credentials as the nodes, in the environment
         # before anything imports Ray (Ray reads its auth mode once, on import).
         os.environ.update(auth_env(settings))

@@ -49,7 +49,7 @@ class Head:
         self._stepped = False
 
     def run(self) -> int:
-        spec = node_spec(self.topology, None, trains=self.settings.head_trains)
+        spec = node_spec(self.topology, None, self.reaper.run, trains=self.settings.head_trains)
         # Ray's job stop SIGTERMs the driver, then SIGKILLs it after RAY_JOB_STOP_WAIT_TIME_S (default 3 s):
         # the training job needs entry.stop_timeout_s to save its current step.
         spec.env["RAY_JOB_STOP_WAIT_TIME_S"] = str(math.ceil(self.settings.stop_timeout_s))  # 0.5 s is 1, not 0

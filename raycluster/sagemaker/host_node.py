@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from raycluster.bootstrap import NodeSpec, resolve
@@ -40,7 +42,8 @@ def auth_env(settings: EntrySettings) -> dict[str, str]:
     return {}
 
 
-def node_env(topology: Topology) -> dict[str, str]:
+def node_env(topology: Topology, run: Callable[..., subprocess.CompletedProcess]) -> dict[str, str]:
+    """``run``: how this process runs a command (the EFA probe), ``OrphanReaper.run``."""
     # The credentials (auth_env) are already in this process's environment, which the nodes inherit.
     env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(SOURCE_DIR), os.environ.get("PYTHONPATH")]))}
     env.update(collective_env(topology.network_interface, os.environ))
@@ -49,21 +52,23 @@ def node_env(topology: Topology) -> dict[str, str]:
             topology.num_gpus,
             topology.network_interface,
             topology.instance_type,
-            efa_available() if topology.num_gpus else False,
+            efa_available(run) if topology.num_gpus else False,
             os.environ,
         )
     )
     return env
 
 
-def node_spec(topology: Topology, head_address: str | None, trains: bool = True) -> NodeSpec:
+def node_spec(
+    topology: Topology, head_address: str | None, run: Callable[..., subprocess.CompletedProcess], trains: bool = True
+) -> NodeSpec:
     return NodeSpec(
         ip=resolve(topology.current_host),
         num_cpus=topology.num_cpus if trains else 0,
         num_gpus=topology.num_gpus if trains else 0,
         temp_dir=SCRATCH / "ray",
         head_address=head_address,
-        env=node_env(topology),
+        env=node_env(topology, run),
         resources=group_resources(topology),
     )
 

@@ -78,7 +78,7 @@ class WorkerHost:
 
     def _start_node(self, first: bool) -> RayNode:
         extra = self.faults.ray_start_args(self.topology.current_host, first)
-        node = RayNode(node_spec(self.topology, f"{self.head_ip}:{GCS_PORT}"), extra)
+        node = RayNode(node_spec(self.topology, f"{self.head_ip}:{GCS_PORT}", self.reaper.run), extra)
         self.reaper.own.add(node.process.pid)
         return node
 
