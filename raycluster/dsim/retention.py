@@ -11,8 +11,8 @@ it for one lease) or on any complete one; each reads a chunk now and then, its w
 the keeper over the network, and ends, dies mid-read (reads no more and never ends), or stalls past its lease.
 Once training is over the evaluations finish as ``EvalKeeper.finish`` does: every checkpoint still held whose
 announcement was lost is evaluated, those under way get until the evaluation timeout, then every hold but the
-best's goes. Retention runs where the keeper runs it: after every commit, every released hold, every
-fetch's end and the end.
+best's goes. Retention runs where the keeper runs it: after every commit, every released hold, every fetch's end
+and the end.
 """
 
 from __future__ import annotations
@@ -26,10 +26,8 @@ from raycluster.dsim.sweep import InvariantBroken
 from raycluster.evals.keeper import kept_best
 from raycluster.evals.records import FAILED, VALIDATED, EvalRecord
 
-INTERVAL_S = 10.0
-"""Between two commits."""
-EVAL_TIMEOUT_S = 60.0
-"""How long the evaluations' finish waits for those under way."""
+INTERVAL_S = 10.0  # between two commits
+EVAL_TIMEOUT_S = 60.0  # how long the evaluations' finish waits for those under way
 
 
 @dataclass(frozen=True)
@@ -53,12 +51,10 @@ class RetentionProfile:
 @dataclass
 class Fetch:
     name: str
-    heard: float
-    """When the keeper last heard that this fetch reads (its begin, or a chunk's word)."""
+    heard: float  # when the keeper last heard that this fetch reads (its begin, or a chunk's word)
     chunks_left: int
     dies: bool
-    lease: int
-    """Its lease's number, which its end names."""
+    lease: int  # its lease's number, which its end names
     alive: bool = True
 
 
