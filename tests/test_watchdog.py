@@ -26,7 +26,7 @@ from raycluster.training.progress import (
 )
 from raycluster.training.rank_process import BytesMoved, started_at
 from raycluster.training.stacks import answer_stack_requests, end_family, process_state, py_spy, take_stack
-from raycluster.training.watchdog import Allowances, Watchdog, find_hang
+from raycluster.training.watchdog import Allowances, Watchdog, Watched, find_hang
 
 ALLOW = Allowances.for_timeout(60)
 
@@ -251,7 +251,7 @@ def test_a_beat_that_cannot_be_sent_does_not_end_the_beats():
 
 def test_a_watchdog_that_cannot_check_says_so_once_and_again_when_it_can(caplog):
     # The board gone (its process died, Ray restarting it): every check fails until it is back.
-    watchdog = Watchdog(None, None, Allowances.for_timeout(6), [])  # a check every second
+    watchdog = Watchdog(Watched(None, None, None, None, None), Allowances.for_timeout(6), [])  # a check a second
     outcomes = iter([RuntimeError("ActorDiedError: the board died")] * 3 + [None] * 100)
 
     def check() -> None:
@@ -280,15 +280,15 @@ def test_data_moving_is_progress_whatever_the_step_does(tmp_path):
     sent, moved = [], [0]
     beacon = ProgressBeacon(sent.append, 0, 1, ("algo-1", "node0"), every_s=3600, moved=lambda: moved[0])
     time.sleep(0.4)
-    beacon._send()
+    beacon.beat_now()
     assert sent[-1].idle_s >= 0.4  # nothing moved
     moved[0] += 2**20  # 1 MiB in about 0.3 s
     time.sleep(0.3)
-    beacon._send()
+    beacon.beat_now()
     assert sent[-1].idle_s < 0.05 and sent[-1].activity == AGREEING
     moved[0] += 1000
     time.sleep(0.4)
-    beacon._send()
+    beacon.beat_now()
     assert sent[-1].idle_s >= 0.4  # a trickle is no progress
     beacon.stop()
     # What the beacon counts by default: this process's reads and writes (a file written: a download landing).
@@ -303,6 +303,6 @@ def test_data_moving_is_progress_whatever_the_step_does(tmp_path):
     assert moved() - before < 64 * 1024, moved() - before
     # A count that fails is no data moving, and the beats go on.
     broken = ProgressBeacon(sent.append, 0, 1, ("algo-1", "node0"), every_s=3600, moved=lambda: 1 / 0)
-    broken._send()
+    broken.beat_now()
     broken.stop()
     assert sent[-1].activity == DONE

@@ -5,7 +5,7 @@ stacks."""
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from raycluster.training.progress import Beat
 
@@ -27,6 +27,9 @@ class Hang:
     """Every watched rank, by rank."""
     stuck: list[Beat]
     """The ranks that stopped beating (the kernel stopped them, or they froze); every rank when all beat."""
+    missing: list[int] = field(default_factory=list)
+    """Ranks of the group the board has no beat of: a board that Ray restarted lost theirs, and a rank stopped
+    before that never beats again (the likely culprit), or a rank never came as far as its first beat."""
 
 
 def where(stacks: str, thread: int, native_thread: int) -> str:
@@ -63,7 +66,8 @@ def describe(hang: Hang, step_s: float, taken: dict[int, tuple[str, str, str]], 
         f"hang: no rank of attempt {hang.attempt} made progress for {idle:.0f}s {after} "
         f"(--cluster.hang_timeout_s={step_s:g}; stacks in {stacks_at}): "
     )
-    parts = [part for place, beats in odd_first(ranks_by_place(hang, taken)) for part in named(*place, beats)]
+    parts = [*unheard(hang.missing)]
+    parts += [part for place, beats in odd_first(ranks_by_place(hang, taken)) for part in named(*place, beats)]
     # As many parts as MAX_PARTS and LINE_CHARS allow (frames can be long paths), the ranks of the rest counted.
     for shown in range(len(parts), -1, -1):
         rest = sum(count for _, count in parts[shown:])
@@ -73,6 +77,16 @@ def describe(hang: Hang, step_s: float, taken: dict[int, tuple[str, str, str]], 
         if shown + bool(rest) <= MAX_PARTS and len(line) <= LINE_CHARS:
             return line
     return line
+
+
+def unheard(missing: list[int]) -> list[tuple[str, int]]:
+    """The ranks the board never heard from, first: each by number up to ``SPELLED_OUT``; beyond, counted."""
+    if not missing:
+        return []
+    if len(missing) > SPELLED_OUT:
+        return [(f"{len(missing)} ranks not heard from (no beat on the board)", len(missing))]
+    ranks = ", ".join(map(str, missing))
+    return [(f"{'rank' if len(missing) == 1 else 'ranks'} {ranks} not heard from (no beat on the board)", len(missing))]
 
 
 def ranks_by_place(hang: Hang, taken: dict[int, tuple[str, str, str]]) -> dict[Place, list[Beat]]:

@@ -62,6 +62,8 @@ class Beat:
     """This rank's beats in the order it made them: one overtaken in flight never replaces a newer one."""
     silent_s: float = 0.0
     """Seconds since the board last heard from this rank (filled in by the board)."""
+    world_size: int = 0
+    """The ranks of its worker group (0: not said): a rank the board has no beat of is named too."""
 
     @property
     def idle_now(self) -> float:
@@ -127,18 +129,34 @@ class ProgressBeacon(LoopHooks):
     hooks only update it, so a step costs no remote call. ``validates_every``: the steps after which LeRobot
     validates (its own ``--env_eval_freq`` with an env, ``--eval_steps``), which run right after that step."""
 
-    def __init__(self, send, rank: int, attempt: int, where: tuple[str, str], every_s: float, moved=None):
+    def __init__(
+        self,
+        send,
+        rank: int,
+        attempt: int,
+        where: tuple[str, str],
+        every_s: float | None,
+        moved=None,
+        clock=time.monotonic,
+        process: tuple[int, float] | None = None,
+        world_size: int = 0,
+    ):
         """``send``: takes a ``Beat`` and must not block (the board's ``beat.remote``); ``where``: this rank's
-        host (as SageMaker names it) and Ray node id; ``moved``: the bytes this rank has moved so far."""
-        self.send, self.every_s, self.validates_every = send, every_s, ()
+        host (as SageMaker names it) and Ray node id; ``every_s``: how often its thread beats (None: it has none,
+        and its owner calls ``beat_now``, as the simulation in ``raycluster/dsim/hangs.py`` does on its fake
+        clock); ``moved``: the bytes this rank has moved so far; ``process``: its pid and start (this one's);
+        ``world_size``: the ranks of its group."""
+        self.send, self.every_s, self.validates_every, self.clock = send, every_s, (), clock
         self._lock = threading.Lock()
-        self._since, self._step_activity, self._seq = time.monotonic(), TRAINING, 0
-        self._moved = moved or BytesMoved(os.getpid())
+        self._since, self._step_activity, self._seq = clock(), TRAINING, 0
+        pid, started = process or (os.getpid(), started_at(os.getpid()))
+        self._moved = moved or BytesMoved(pid)
         self._bytes = self._sample(), self._since
         self._stopped = threading.Event()
         loop = threading.get_ident(), threading.get_native_id()  # on the loop's thread
-        self._beat = Beat(rank, attempt, *where, os.getpid(), started_at(os.getpid()), *loop, None, AGREEING, 0.0)
-        threading.Thread(target=self._send_every, name="progress-beacon", daemon=True).start()
+        self._beat = Beat(rank, attempt, *where, pid, started, *loop, None, AGREEING, 0.0, world_size=world_size)
+        if every_s is not None:
+            threading.Thread(target=self._send_every, name="progress-beacon", daemon=True).start()
 
     def validating_at(self, validates_every) -> None:
         """Once LeRobot's flags are read: the steps after which it validates."""
@@ -147,10 +165,10 @@ class ProgressBeacon(LoopHooks):
     def now(self, activity: str, step: int | None = None) -> None:
         """Progress: ``activity`` begins now (after ``step``, when one was finished)."""
         with self._lock:
-            self._since = time.monotonic()
+            self._since = self.clock()
             self._beat = replace(self._beat, activity=activity, step=self._beat.step if step is None else step)
         if activity == DONE:
-            self._send()
+            self.beat_now()
 
     def after_step(self, step: int, loss: float, policy) -> None:
         self._step_activity = VALIDATING if any(step % n == 0 for n in self.validates_every) else TRAINING
@@ -176,22 +194,28 @@ class ProgressBeacon(LoopHooks):
         except Exception:  # a count that fails must never stop a beat
             return None
 
-    def _send(self) -> None:
-        moved, now = self._sample(), time.monotonic()  # outside the lock: the loop's hooks never wait for /proc
+    def beat_now(self) -> None:
+        """One beat: where the rank is, and how long since its last progress."""
+        moved, now = self._sample(), self.clock()  # outside the lock: the loop's hooks never wait for /proc
         with self._lock:  # numbered and sent in one go: the board keeps the newest it has seen
             (before, then), self._bytes = self._bytes, (moved, now)
             if None not in (moved, before) and now > then and moved - before >= MOVING_BYTES_PER_S * (now - then):
                 self._since = now  # data moving is progress
             self._seq += 1
-            self.send(replace(self._beat, idle_s=time.monotonic() - self._since, seq=self._seq))
+            self.send(replace(self._beat, idle_s=self.clock() - self._since, seq=self._seq))
 
     def _send_every(self) -> None:
         failed = False
         while not self._stopped.is_set():
             try:
-                self._send()
+                self.beat_now()
             except Exception as exc:  # one failed send must not end the beats: a silent rank is taken for a hung one
                 if not failed:
                     log.warning("rank %d: a progress beat could not be sent (%s); beating on", self._beat.rank, exc)
                 failed = True
             self._stopped.wait(self.every_s)
+
+
+def rank_beacon(board, rank: int, group: int, world_size: int, every_s: float) -> ProgressBeacon:
+    """This rank's beacon, beating to ``board`` as worker group ``group`` of ``world_size`` ranks."""
+    return ProgressBeacon(board.beat.remote, rank, group, rank_whereabouts(), every_s, world_size=world_size)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,7 +90,26 @@ def find_hang(beats: list[Beat], allowances: Allowances) -> Hang | None:
     if not watched or any(b.idle_now <= allowances.of(b.activity) and b.silent_s <= long_silent for b in watched):
         return None
     silent = [b for b in watched if b.silent_s > allowances.silent_after_s()]
-    return Hang(watched[0].attempt, watched, silent or watched)
+    heard = {b.rank for b in beats}
+    missing = [rank for rank in range(max(b.world_size for b in beats)) if rank not in heard]
+    return Hang(watched[0].attempt, watched, silent or watched, missing)
+
+
+@dataclass(frozen=True)
+class Watched:
+    """What the watchdog reads and does, as plain calls: through Ray (``watch_for_hangs``: the run's journal, the
+    board, every node's stack taker), or the simulation's (``raycluster/dsim/hangs.py``), which drives the very
+    same ``Watchdog`` with a fake clock."""
+
+    failed_through: Callable[[], int]
+    """The newest worker group Ray Train saw fail (the journal's word)."""
+    beats: Callable[[int], list[Beat]]
+    """The newest running group's beats, past the groups failed through the number given (the board's)."""
+    hang_seen: Callable[[int, str], None]
+    """A hang's line, kept with its group's number (the journal's, for the failure's reason)."""
+    take_stacks: Callable[[list[Beat]], dict[int, tuple[str, str, str]]]
+    end_ranks: Callable[[list[Beat]], None]
+    clock: Callable[[], float] = time.monotonic
 
 
 class Watchdog:
@@ -97,9 +117,11 @@ class Watchdog:
     attempt once (and ends its ranks again if it is still hung long after). ``report_dirs``: where the
     stacks' file is written (the summary's directories, the one SageMaker keeps first)."""
 
-    def __init__(self, board, journal, allowances: Allowances, report_dirs: list[Path]):
-        self.board, self.journal, self.allowances, self.report_dirs = board, journal, allowances, report_dirs
+    def __init__(self, watched: Watched, allowances: Allowances, report_dirs: list[Path]):
+        self.watched, self.allowances, self.report_dirs = watched, allowances, report_dirs
         self._answered: dict[int, float] = {}
+        self._unheard_since: dict[int, float] = {}
+        """Group -> since when a hang of it has had ranks the board holds no beat of."""
 
     def start(self, done: threading.Event) -> threading.Thread:
         thread = threading.Thread(target=self._run, args=(done,), name="hang-watchdog", daemon=True)
@@ -115,52 +137,66 @@ class Watchdog:
                 failed += 1
                 # Said at once (with the traceback the first time), then once every SAY_AGAIN_S while it lasts:
                 # a check every few seconds would otherwise log thousands of tracebacks a day.
-                if said_at is None or time.monotonic() - said_at > SAY_AGAIN_S:
+                if said_at is None or self.watched.clock() - said_at > SAY_AGAIN_S:
                     log.warning(
                         "the hang watchdog cannot check (%d failed checks): %s; no hang is seen until it can",
                         failed,
                         exc,
                         exc_info=said_at is None,
                     )
-                    said_at = time.monotonic()
+                    said_at = self.watched.clock()
                 continue
             if failed:
                 log.info("the hang watchdog checks again, after %d failed checks", failed)
             failed, said_at = 0, None
 
-    def check(self) -> None:
-        failed_through = ray.get(self.journal.failed_through.remote(), timeout=ASK_S)
-        hang = find_hang(ray.get(self.board.newest_attempt.remote(failed_through), timeout=ASK_S), self.allowances)
+    def check(self) -> Hang | None:
+        """One look at the board: the hang answered now, if any."""
+        watched = self.watched
+        hang = find_hang(watched.beats(watched.failed_through()), self.allowances)
         # A failure Ray Train saw between the two reads ended that group: it is over, not hung.
-        if hang is None or hang.attempt <= ray.get(self.journal.failed_through.remote(), timeout=ASK_S):
-            return
+        if hang is None or hang.attempt <= watched.failed_through() or not self._unheard_long_enough(hang):
+            return None
         answered = self._answered.get(hang.attempt)
         if answered is None:
-            self._answered[hang.attempt] = time.monotonic()
+            self._answered[hang.attempt] = watched.clock()
             self.answer(hang)
-        elif time.monotonic() - answered > KILL_AGAIN_AFTER_S:
-            self._answered[hang.attempt] = time.monotonic()
+            return hang
+        if watched.clock() - answered > KILL_AGAIN_AFTER_S:
+            self._answered[hang.attempt] = watched.clock()
             log.error(
                 "attempt %d is still hung %.0fs after its ranks were ended: ending them again",
                 hang.attempt,
                 KILL_AGAIN_AFTER_S,
             )
-            end_ranks(hang.stuck)
+            watched.end_ranks(hang.stuck)
+            return hang
+        return None
+
+    def _unheard_long_enough(self, hang: Hang) -> bool:
+        """A rank the board holds no beat of counts as silent from the moment the watchdog first missed it. A board
+        that Ray restarted empty hears every live rank again within a few beats: until a rank has been missing for
+        as long as a silent rank must be, the hang waits, so that a culprit that beats is named by its place."""
+        if not hang.missing:
+            self._unheard_since.pop(hang.attempt, None)
+            return True
+        since = self._unheard_since.setdefault(hang.attempt, self.watched.clock())
+        return self.watched.clock() - since > self.allowances.silent_after_s()
 
     def answer(self, hang: Hang) -> None:
         """Take the stacks, say where, keep them beside the summary; whatever of that fails, end the stuck ranks."""
         try:
-            taken = take_stacks(hang.ranks)
+            taken = self.watched.take_stacks(hang.ranks)
             name = f"raycluster_hang_attempt{hang.attempt}.txt"
             line = describe(hang, self.allowances.step_s, taken, str(self.report_dirs[0] / name))
             log.error("%s", line)
             log.error("stacks (every rank's in %s):\n%s", name, stacks_text(shown_in_the_log(hang, taken), taken))
-            ray.get(self.journal.hang_seen.remote(hang.attempt, line), timeout=ASK_S)
+            self.watched.hang_seen(hang.attempt, line)
             for directory in self.report_dirs:
                 directory.mkdir(parents=True, exist_ok=True)
                 (directory / name).write_text(stacks_text(hang.ranks, taken))
         finally:
-            end_ranks(hang.stuck)
+            self.watched.end_ranks(hang.stuck)
 
 
 def take_stacks(ranks: list[Beat]) -> dict[int, tuple[str, str, str]]:
@@ -197,4 +233,11 @@ def watch_for_hangs(hang_timeout_s: float, report_dirs: list[Path], journal) -> 
     if hang_timeout_s <= 0:
         return None
     board = board_on_this_node()
-    return board, Watchdog(board, journal, Allowances.for_timeout(hang_timeout_s), report_dirs)
+    watched = Watched(
+        failed_through=lambda: ray.get(journal.failed_through.remote(), timeout=ASK_S),
+        beats=lambda failed_through: ray.get(board.newest_attempt.remote(failed_through), timeout=ASK_S),
+        hang_seen=lambda attempt, line: ray.get(journal.hang_seen.remote(attempt, line), timeout=ASK_S),
+        take_stacks=take_stacks,
+        end_ranks=end_ranks,
+    )
+    return board, Watchdog(watched, Allowances.for_timeout(hang_timeout_s), report_dirs)

@@ -19,7 +19,7 @@ from raycluster.training.lerobot_api import checkpoints_dir, newest_checkpoint, 
 from raycluster.training.lerobot_lines import Placement, installed_line
 from raycluster.training.log_lines import rank_logging
 from raycluster.training.phases import LoopPhases, Phase
-from raycluster.training.progress import PUBLISHING, STARTING, ProgressBeacon, rank_whereabouts
+from raycluster.training.progress import PUBLISHING, STARTING, ProgressBeacon, rank_beacon
 from raycluster.training.recorder import StepRecorder
 from raycluster.training.resume import ANSWER_S, Start, agree_on_start, final_checkpoint
 from raycluster.training.shipping import Shipper, checkpoint_shipping, outcome
@@ -135,7 +135,7 @@ def begin(worker: WorkerConfig, rank: int, local_rank: int, world_size: int):
     beacon = None
     if worker.progress is not None:
         group = ray.get(worker.journal.group_of.remote(worker_group()), timeout=ANSWER_S)
-        beacon = ProgressBeacon(worker.progress.beat.remote, rank, group, rank_whereabouts(), worker.beats_every_s)
+        beacon = rank_beacon(worker.progress, rank, group, world_size, worker.beats_every_s)
     line = installed_line()
     cfg = parse_train_config(worker.lerobot_args, validate=False)
     keeper, part_store = worker.checkpoint_keeper, local_part_store(worker.part_stores)
