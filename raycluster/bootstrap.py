@@ -167,7 +167,7 @@ def stop_node_process(pid: int, timeout: float = 20.0, wait=None) -> None:
         os.killpg(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
-    if wait is not None:
+    if wait is not None:  # after SIGKILL: it ends unless stuck in the kernel, which no timeout here would mend
         wait()
 
 

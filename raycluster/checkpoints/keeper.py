@@ -37,6 +37,9 @@ log = logging.getLogger(__name__)
 
 READ_LEASE_S = 300.0
 """How long a fetch holds its checkpoint against retention without reading a chunk."""
+ATTACH_S = 300.0
+"""The keeper and a part store on every node started and introduced: actors start a process each, slowly on a
+busy node."""
 
 
 @ray.remote(num_cpus=0, max_concurrency=4, concurrency_groups={WORDS: 4})
@@ -212,5 +215,6 @@ def keeper_and_part_stores(
     sharded-checkpoint test job both publish through."""
     keeper = keeper_on_this_node(root, keep, staging_dir=staging_dir, faults=faults)
     part_stores = part_stores_on_every_node(root, staging_dir, keeper, faults)
-    ray.get(keeper.attach.remote(list(part_stores.values()), curves))
+    # Bounded: the actors start on every node first (a process each), then the keeper asks each part store (60 s).
+    ray.get(keeper.attach.remote(list(part_stores.values()), curves), timeout=ATTACH_S)
     return keeper, part_stores

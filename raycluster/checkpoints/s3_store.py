@@ -23,12 +23,17 @@ class S3Store:
 
     def __init__(self, url: str, client=None):
         import boto3
+        from botocore.config import Config
 
         bucket, _, prefix = url.removeprefix("s3://").partition("/")
         if not bucket:
             raise ValueError(f"{url!r} is not s3://bucket/prefix")
         self.url, self.bucket, self.prefix = url, bucket, prefix.strip("/")
-        self.s3 = client or boto3.client("s3")
+        # Each request bounded: an endpoint that stops answering fails a call within three tries of at most 70 s,
+        # never holds one of the keeper's or a part store's threads for good; a large upload's parts are each a
+        # request, so it goes on as long as its bytes move.
+        config = Config(connect_timeout=10, read_timeout=60, retries={"max_attempts": 3, "mode": "standard"})
+        self.s3 = client or boto3.client("s3", config=config)
 
     def _key(self, *parts: str) -> str:
         return "/".join(p for p in (self.prefix, *parts) if p)

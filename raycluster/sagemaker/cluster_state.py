@@ -38,4 +38,4 @@ def request_end() -> None:
         pass
 
     actor = EndRequest.options(name=END_ACTOR, namespace=NAMESPACE, lifetime="detached", get_if_exists=True).remote()
-    ray.get(actor.__ray_ready__.remote())
+    ray.get(actor.__ray_ready__.remote(), timeout=60)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import threading
@@ -36,7 +37,9 @@ class OrphanReaper:
                 out, err = process.communicate(timeout=timeout_s)
             except subprocess.TimeoutExpired:
                 process.kill()
-                process.communicate()
+                # Bounded too: a grandchild that still holds the pipes would keep them open past the kill.
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.communicate(timeout=5)
                 raise
         finally:
             self.own.discard(process.pid)

@@ -144,6 +144,8 @@ def fit_listening(trainer, stop: StopRequest):
     # A daemon thread: a second Ctrl-C must not wait for it at exit.
     fitting = threading.Thread(target=fit, name="fit", daemon=True)
     fitting.start()
+    # As long as training lasts, on purpose: the hang watchdog, Ray Train's max_failures and, on SageMaker, the
+    # head's stop budget bound it; the short joins only keep Ctrl-C heard.
     while fitting.is_alive():
         fitting.join(0.5)
     if "error" in outcome:

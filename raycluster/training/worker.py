@@ -21,7 +21,7 @@ from raycluster.training.log_lines import rank_logging
 from raycluster.training.phases import LoopPhases, Phase
 from raycluster.training.progress import PUBLISHING, STARTING, ProgressBeacon, rank_beacon
 from raycluster.training.recorder import StepRecorder
-from raycluster.training.resume import ANSWER_S, Start, agree_on_start, final_checkpoint
+from raycluster.training.resume import ANSWER_S, CHECK_S, Start, agree_on_start, final_checkpoint
 from raycluster.training.shipping import Shipper, checkpoint_shipping, outcome
 from raycluster.training.stacks import answer_stack_requests
 from raycluster.training.summary import Measured
@@ -83,7 +83,7 @@ def saved_checkpoints(worker: WorkerConfig, output_dir: Path, shipper: Shipper |
     shipper.drain()
     newest = newest_checkpoint(output_dir)
     why = outcome(worker.checkpoint_keeper, newest.name) if newest is not None else None
-    published = ray.get(worker.checkpoint_keeper.complete_names.remote())  # one manifest check of each
+    published = ray.get(worker.checkpoint_keeper.complete_names.remote(), timeout=CHECK_S)  # a manifest check each
     if newest is None or newest.name in published:
         return published, None
     why = shipper.failed.get(newest.name) or why or "its upload never completed"
@@ -112,7 +112,7 @@ def uploads_failed(worker: WorkerConfig, shipper: Shipper | None) -> dict[str, s
     every other (a part of another host that failed, or never came)."""
     if shipper is None:
         return {}
-    return {**ray.get(worker.checkpoint_keeper.failures_by_name.remote()), **shipper.failed}
+    return {**ray.get(worker.checkpoint_keeper.failures_by_name.remote(), timeout=ANSWER_S), **shipper.failed}
 
 
 def rank_hosts(node: str, rank: int, world_size: int) -> list[str]:
@@ -234,7 +234,8 @@ def train_loop_per_worker(config: dict) -> WorkerResult | None:
         return None
     published, lost = publish_all(worker, Path(cfg.output_dir), shipper, final=interrupted_at is None)
     # Waited for: the driver reads the journal once this returns, and one caller's calls arrive in order.
-    ray.get(worker.journal.phase.remote(Phase("final_checkpoint_published", time.time(), start.attempt)))
+    published_at = Phase("final_checkpoint_published", time.time(), start.attempt)
+    ray.get(worker.journal.phase.remote(published_at), timeout=ANSWER_S)
     tracker.wait()  # after the checkpoints: a stop's save is published first
     result = WorkerResult(
         world_size=world_size, backend=backend, policy_wrapper=recorder.policy_class,
