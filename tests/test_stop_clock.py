@@ -6,7 +6,7 @@ import time
 import pytest
 
 from raycluster.sagemaker.stop_budget import SIGKILL_AFTER_S
-from raycluster.sagemaker.stop_clock import BoundedCall, StopClock, within
+from raycluster.sagemaker.stop_clock import BoundedCall, StopClock, call_within
 
 
 def test_the_time_left_counts_from_the_first_sigterm_only():
@@ -21,10 +21,10 @@ def test_the_time_left_counts_from_the_first_sigterm_only():
 def test_a_call_that_hangs_or_raises_is_no_answer_within_its_bound():
     hang = threading.Event()
     started = time.monotonic()
-    assert within(0.5, hang.wait, "a hung call") == (False, None)
+    assert call_within(0.5, hang.wait, "a hung call") == (False, None)
     assert time.monotonic() - started < 2
-    assert within(1, lambda: 1 / 0, "a failing call") == (False, None)
-    assert within(1, lambda: "RUNNING", "a call") == (True, "RUNNING")
+    assert call_within(1, lambda: 1 / 0, "a failing call") == (False, None)
+    assert call_within(1, lambda: "RUNNING", "a call") == (True, "RUNNING")
     hang.set()
 
 
@@ -33,9 +33,9 @@ def test_a_bounded_call_is_given_up_at_once_on_sigterm():
     hang, clock = threading.Event(), StopClock()
     threading.Timer(0.3, clock.set).start()
     started = time.monotonic()
-    assert within(60, hang.wait, "submitting the job", stop=clock) == (False, None)
+    assert call_within(60, hang.wait, "submitting the job", stop=clock) == (False, None)
     assert time.monotonic() - started < 2
-    assert within(60, lambda: "submitted", "submitting the job", stop=StopClock()) == (True, "submitted")
+    assert call_within(60, lambda: "submitted", "submitting the job", stop=StopClock()) == (True, "submitted")
     hang.set()
 
 

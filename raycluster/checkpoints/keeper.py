@@ -24,7 +24,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from raycluster.checkpoints.commits import Commits
 from raycluster.checkpoints.holds import Holds
-from raycluster.checkpoints.manifest import MANIFEST, within
+from raycluster.checkpoints.manifest import MANIFEST, inside
 from raycluster.checkpoints.part_commits import WORDS, PartCommits
 from raycluster.checkpoints.part_store import link_or_copy, part_stores_on_every_node
 from raycluster.checkpoints.parts import PART_DEADLINE_S
@@ -97,7 +97,7 @@ class CheckpointKeeper(PartCommits, FetchServing):
         return token
 
     def write(self, token: str, relpath: str, offset: int, data: bytes) -> None:
-        path = within(self.staging / token, relpath)
+        path = inside(self.staging / token, relpath)
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("r+b" if offset else "wb") as f:
             f.seek(offset)
@@ -140,7 +140,7 @@ class CheckpointKeeper(PartCommits, FetchServing):
         """Rank 0 on this node: take its files directly, hard-linked where the filesystem allows (LeRobot
         never rewrites a saved checkpoint), so nothing is copied through Ray."""
         for relpath in manifest:
-            link_or_copy(within(Path(source), relpath), within(self.staging / token, relpath))
+            link_or_copy(inside(Path(source), relpath), inside(self.staging / token, relpath))
 
     def abort(self, token: str) -> None:
         shutil.rmtree(self.staging / token, ignore_errors=True)

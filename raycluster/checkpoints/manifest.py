@@ -17,7 +17,7 @@ class OutsideCheckpoint(ValueError):
     """A manifest entry or object key that would name a file outside its checkpoint directory."""
 
 
-def within(directory: Path, relpath: str) -> Path:
+def inside(directory: Path, relpath: str) -> Path:
     """``directory / relpath``, refused unless it stays inside ``directory`` (a manifest or an S3 key is
     input like any other: ``../x`` or ``/etc/x`` would write anywhere on the host, as root)."""
     parts = Path(relpath).parts
@@ -61,7 +61,7 @@ def problems(directory: Path, manifest: dict[str, dict] | None) -> str | None:
         return f"SageMaker upload leftovers {leftovers}"
     for relpath, want in manifest.items():
         try:
-            path = within(directory, relpath)
+            path = inside(directory, relpath)
         except OutsideCheckpoint as exc:
             return f"manifest entry {exc}"
         if not path.is_file():

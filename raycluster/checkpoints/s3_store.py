@@ -8,7 +8,7 @@ import shutil
 import time
 from pathlib import Path
 
-from raycluster.checkpoints.manifest import MANIFEST, SAGEMAKER_UPLOADING, OutsideCheckpoint, within
+from raycluster.checkpoints.manifest import MANIFEST, SAGEMAKER_UPLOADING, OutsideCheckpoint, inside
 from raycluster.checkpoints.store import QUARANTINE, by_step
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ class S3Store:
 
     def place(self, staged: Path, name: str, manifest: dict[str, dict]) -> None:
         for relpath in manifest:
-            self.s3.upload_file(str(within(staged, relpath)), self.bucket, self._key(name, relpath))
+            self.s3.upload_file(str(inside(staged, relpath)), self.bucket, self._key(name, relpath))
         objects = self._objects(self._key(name) + "/")  # what the store holds now, not what was sent
         wrong = [r for r, entry in manifest.items() if objects.get(self._key(name, r)) != entry["size"]]
         if wrong:
@@ -82,7 +82,7 @@ class S3Store:
         objects = self._objects(self._key(name) + "/")
         for relpath, want in manifest.items():
             try:
-                within(Path(name), relpath)
+                inside(Path(name), relpath)
             except OutsideCheckpoint as exc:
                 return f"manifest entry {exc}"
             size = objects.get(self._key(name, relpath))
@@ -128,7 +128,7 @@ class S3Store:
     def read(self, name: str, relpath: str, offset: int, size: int) -> bytes:
         """A ranged GET of that one object: no host downloads a checkpoint to serve one file of it, and nothing
         is cached to outlive it (the bytes are checked against the manifest where the fetch assembles them)."""
-        within(Path(name), relpath)  # a relpath from a request: never a key outside the checkpoint
+        inside(Path(name), relpath)  # a relpath from a request: never a key outside the checkpoint
         key = self._key(name, relpath)
         try:
             response = self.s3.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={offset}-{offset + size - 1}")

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Protocol
 
-from raycluster.checkpoints.manifest import MANIFEST, problems, within
+from raycluster.checkpoints.manifest import MANIFEST, inside, problems
 
 log = logging.getLogger(__name__)
 QUARANTINE = "quarantine"
@@ -115,10 +115,10 @@ class LocalStore:
     def place(self, staged: Path, name: str, manifest: dict[str, dict]) -> None:
         final = self.root / name
         for relpath in manifest:
-            target = within(final, relpath)
+            target = inside(final, relpath)
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.move(within(staged, relpath), target)  # a rename on the root's filesystem, else a copy
-        wrong = [r for r, entry in manifest.items() if within(final, r).stat().st_size != entry["size"]]
+            shutil.move(inside(staged, relpath), target)  # a rename on the root's filesystem, else a copy
+        wrong = [r for r, entry in manifest.items() if inside(final, r).stat().st_size != entry["size"]]
         if wrong:
             raise OSError(f"checkpoint {name}: {wrong[:3]} not at their manifest's size in {self.root}")
         shutil.rmtree(staged, ignore_errors=True)
@@ -148,10 +148,10 @@ class LocalStore:
         shutil.rmtree(self.root / name, ignore_errors=True)
 
     def local_file(self, name: str, relpath: str) -> Path | None:
-        return within(self.root / name, relpath)
+        return inside(self.root / name, relpath)
 
     def read(self, name: str, relpath: str, offset: int, size: int) -> bytes:
-        with within(self.root / name, relpath).open("rb") as f:
+        with inside(self.root / name, relpath).open("rb") as f:
             f.seek(offset)
             return f.read(size)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import ray
 
 from raycluster.checkpoints.manifest import CHUNK_BYTES as CHUNK
-from raycluster.checkpoints.manifest import manifest_of, problems, within
+from raycluster.checkpoints.manifest import inside, manifest_of, problems
 from raycluster.checkpoints.part_store import link_or_copy
 from raycluster.checkpoints.scratch import owned_suffix, remove_orphans
 
@@ -37,7 +37,7 @@ def send_directory(keeper, source: Path, name: str) -> str:
             ray.get(keeper.adopt.remote(token, str(source), manifest), timeout=PUBLISH_TIMEOUT_S)
             return ray.get(keeper.commit.remote(token, name, manifest), timeout=PUBLISH_TIMEOUT_S)
         for relpath in manifest:
-            with within(source, relpath).open("rb") as f:
+            with inside(source, relpath).open("rb") as f:
                 offset, chunk = 0, f.read(CHUNK)
                 while True:
                     ray.get(keeper.write.remote(token, relpath, offset, chunk), timeout=READ_TIMEOUT_S)
@@ -86,9 +86,9 @@ def fetch_directory(keeper, name: str, target: Path, local=None, only: str = "")
         try:
             for relpath in manifest:
                 if relpath in held:
-                    link_or_copy(Path(held[relpath]), within(staged, relpath))
+                    link_or_copy(Path(held[relpath]), inside(staged, relpath))
                 else:
-                    _copy_from(sources[relpath], keeper, name, relpath, within(staged, relpath))
+                    _copy_from(sources[relpath], keeper, name, relpath, inside(staged, relpath))
             reason = problems(staged, manifest)
         except BaseException:
             shutil.rmtree(staged, ignore_errors=True)

@@ -22,7 +22,7 @@ from raycluster.sagemaker.job_plan import PROBE_SCRIPT, job_script, probe_flags
 from raycluster.sagemaker.outcome import OutcomeServer
 from raycluster.sagemaker.reaper import OrphanReaper
 from raycluster.sagemaker.stop_budget import StopBudget
-from raycluster.sagemaker.stop_clock import BoundedCall, StopClock, within
+from raycluster.sagemaker.stop_clock import BoundedCall, StopClock, call_within
 from raycluster.sagemaker.topology import Topology
 from raycluster.submission import TERMINAL, SubmittedJob
 
@@ -141,7 +141,7 @@ class Head:
         # connections but never answers would keep every host up until SageMaker's MaxRuntime. A job the Jobs API
         # took is stopped as any running job is, below; one it takes after we gave up ends with the head's node.
         logs = self.node.spec.temp_dir / "session_latest" / "logs"
-        submitted, job = within(SUBMIT_S, lambda: SubmittedJob(DASHBOARD, script, flags, SCRATCH / "job-reports", logs),
+        submitted, job = call_within(SUBMIT_S, lambda: SubmittedJob(DASHBOARD, script, flags, SCRATCH / "job-reports", logs),
                                 "submitting the job", stop=self.stop)  # fmt: skip
         if not submitted and self.stop.is_set():
             raise Stopped(f"{SIGTERM_REASON}, before the job started")
@@ -155,7 +155,7 @@ class Head:
         last_lines = min(self.budget.follow_s if failure else 10.0, self._left() + self.budget.follow_s)
         following.finish(job.driver_log if ended else None, timeout=max(0.0, last_lines))
         asking = min(self.budget.ask_s, self.stop.until(self.budget.outcome_by))
-        answered, outcome = within(asking, job.outcome, "the job's outcome")
+        answered, outcome = call_within(asking, job.outcome, "the job's outcome")
         if not answered:  # the job's own report, read from disk, still says how it ended
             outcome = job.reported_outcome()
         log.info("job %s: %s, driver exit code %s", job.id, outcome.status, outcome.exit_code)
@@ -165,7 +165,7 @@ class Head:
         if failure is not None:  # a lost host stays the reason, whatever the job did once stopped
             raise failure
         if outcome.status != "SUCCEEDED":
-            why = outcome.reason or within(self.budget.ask_s, job.last_error, "the job's log")[1] or "no report"
+            why = outcome.reason or call_within(self.budget.ask_s, job.last_error, "the job's log")[1] or "no report"
             raise JobFailed(outcome.exit_code or 1, f"job {outcome.status.lower()}: {why}")
         return 0
 
@@ -216,7 +216,7 @@ class Head:
     def _stop(self, job: SubmittedJob) -> None:
         """Ray's job stop; when the Jobs API does not answer, SIGTERM to the driver itself, which then saves and
         reports as it would on Ray's stop."""
-        if within(min(self.budget.ask_s, self._left()), job.stop, "stopping the job through the Jobs API")[0]:
+        if call_within(min(self.budget.ask_s, self._left()), job.stop, "stopping the job through the Jobs API")[0]:
             return
         for pid in job.driver_pids():
             log.warning("the Jobs API did not answer; SIGTERM to the job's driver (pid %d) directly", pid)

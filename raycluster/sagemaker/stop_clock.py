@@ -45,7 +45,9 @@ class StopClock:
         return self.until(SIGKILL_AFTER_S)
 
 
-def within[T](seconds: float, call: Callable[[], T], what: str, stop: StopClock | None = None) -> tuple[bool, T | None]:
+def call_within[T](
+    seconds: float, call: Callable[[], T], what: str, stop: StopClock | None = None
+) -> tuple[bool, T | None]:
     """``call()`` in a thread of its own, waited for at most ``seconds`` (and no longer once ``stop`` is set):
     (True, its value), or (False, None) when it raised or did not answer in time (logged, naming ``what``). A
     call that hangs is left behind on a daemon thread: this process is about to end anyway."""
@@ -72,7 +74,7 @@ def within[T](seconds: float, call: Callable[[], T], what: str, stop: StopClock 
 
 
 class BoundedCall[T]:
-    """``within`` for a call made again and again (a status poll): while one call hangs, the next ask waits
+    """``call_within`` for a call made again and again (a status poll): while one call hangs, the next ask waits
     for that same call instead of starting another thread, so a dead service leaks no thread per poll; the
     first unanswered ask is logged, not every one after it."""
 
