@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 
 import psutil
 import pytest
@@ -306,3 +307,31 @@ def test_data_moving_is_progress_whatever_the_step_does(tmp_path):
     broken.beat_now()
     broken.stop()
     assert sent[-1].activity == DONE
+
+
+def test_a_rank_the_board_has_not_heard_waits_its_silence_and_is_counted_afresh_once_the_group_moved_again(tmp_path):
+    """A board restarted empty has heard only some ranks: the verdict waits until a rank has been missing for as
+    long as a silent rank must be (three beats and 5 s), then names it; a rank missed before the group made
+    progress again is counted from its new absence, not the old one."""
+    now, board, answered = [0.0], [[]], []
+    watched = Watched(
+        failed_through=lambda: 0,
+        beats=lambda failed: board[0],
+        hang_seen=lambda group, line: answered.append((now[0], line)),
+        take_stacks=lambda ranks: {},
+        end_ranks=lambda ranks: None,
+        clock=lambda: now[0],
+    )
+    watchdog, wait = Watchdog(watched, ALLOW, [tmp_path]), ALLOW.silent_after_s()
+    hung_with_one_missing = [replace(beat(0, idle=70), world_size=2)]  # rank 1 not heard from
+    board[0] = hung_with_one_missing
+    assert watchdog.check() is None  # rank 1 may simply not have beaten into the new board yet
+    board[0] = [replace(beat(r, idle=1), world_size=2) for r in (0, 1)]  # it beats: the group steps again
+    now[0] = 100.0
+    assert watchdog.check() is None
+    board[0] = hung_with_one_missing  # the board restarted again, much later
+    now[0] = 101.0
+    assert watchdog.check() is None and not answered  # missed one second, not since t=0
+    now[0] = 101.0 + wait + 1
+    hang = watchdog.check()
+    assert hang is not None and hang.missing == [1] and "rank 1 not heard from" in answered[0][1], answered

@@ -155,7 +155,10 @@ class Watchdog:
         watched = self.watched
         hang = find_hang(watched.beats(watched.failed_through()), self.allowances)
         # A failure Ray Train saw between the two reads ended that group: it is over, not hung.
-        if hang is None or hang.attempt <= watched.failed_through() or not self._unheard_long_enough(hang):
+        if hang is None or hang.attempt <= watched.failed_through():
+            self._unheard_since.clear()  # a rank missed before a group made progress again is counted afresh
+            return None
+        if not self._unheard_long_enough(hang):
             return None
         answered = self._answered.get(hang.attempt)
         if answered is None:
