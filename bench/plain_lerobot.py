@@ -10,9 +10,9 @@ import json
 import os
 import sys
 
-from raycluster.training import lerobot_api
+from raycluster.lerobot import api as lerobot_api
 from raycluster.training.phases import LoopPhases
-from raycluster.training.recorder import StepRecorder
+from raycluster.training.worker.recorder import StepRecorder
 
 if __name__ == "__main__":
     world = int(os.environ.get("WORLD_SIZE", "1"))

@@ -9,7 +9,8 @@ part's arrival it wrote the record: the protocol's own share (placing and record
 staging (copy and hash), which on this machine's 2 cores all simulated hosts share.
 
 First, with no hosts started: the protocol's pace at 64 hosts in ``raycluster.dsim`` (saves committed of 200
-when 8 or all 64 hosts stage at 1.05-1.5 save intervals, beside the most any protocol could commit).
+when 8 or all 64 hosts stage at 1.05-1.5 save intervals, beside the most any protocol could commit), and the S3
+bytes each of 4 hosts reads to resume from an S3 root, over the bytes it assembles (``bench/s3_reads.py``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bench import s3_reads
 from raycluster.dsim.checkpoints import paced_commits
 from raycluster.dsim.profile import slow_hosts
 
@@ -55,14 +57,22 @@ def simulated_rows() -> list[tuple[str, str, float, float, str, str]]:
     for label, count in (("some", 8), ("all", 64)):
         committed, best = paced_commits(64, slow_hosts(64, count))
         ratios.append(committed / best)
-        table.append(("sharded", f"commits_64_{label}_slow (of 200; the most possible {best})", float("nan"),
-                      committed, f"{committed / best:.2f}", ""))  # fmt: skip
+        table.append(
+            (
+                "sharded",
+                f"commits_64_{label}_slow (of 200; the most possible {best})",
+                float("nan"),
+                committed,
+                f"{committed / best:.2f}",
+                "",
+            )
+        )
     return [*table, ("sharded", "commit_efficiency_64", float("nan"), min(ratios), f"{min(ratios):.2f}", ">= 0.9")]
 
 
 def rows(work: Path, env: dict) -> list[tuple[str, str, float, float, str, str]]:
     """The bench's table rows: the median over each run's checkpoints after the first (which pays warm-up)."""
-    whole, own, table = {}, {}, simulated_rows()
+    whole, own, table = {}, {}, [*simulated_rows(), *s3_reads.rows(work, env)]
     for hosts in HOSTS:
         seconds, protocol, lost = seconds_to_complete(work, hosts, env)
         if len(seconds) != CHECKPOINTS or len(protocol) != CHECKPOINTS or lost != "{}":
@@ -85,3 +95,8 @@ def rows(work: Path, env: dict) -> list[tuple[str, str, float, float, str, str]]
             "<= 1.5",
         ),
     ]
+
+
+def run(bench) -> None:
+    """The bench's part: its rows added to the table."""
+    bench.rows += rows(bench.work, bench.env)

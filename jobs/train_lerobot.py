@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from raycluster.logs import configure  # noqa: E402
 from raycluster.process_exit import exit_now  # noqa: E402
-from raycluster.training.train_job import train  # noqa: E402
+from raycluster.training.driver.train_job import train  # noqa: E402
 
 if __name__ == "__main__":
     configure()

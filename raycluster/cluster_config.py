@@ -9,7 +9,8 @@ import time
 from dataclasses import dataclass
 
 from raycluster.errors import UsageError
-from raycluster.evals.resources import check_eval_flags
+from raycluster.evals.settings import EvalSettings
+from raycluster.lerobot.lines import LineSettings
 from raycluster.settings import parse_group
 
 GROUP = "cluster"
@@ -36,7 +37,7 @@ class ClusterConfig:
     hang_timeout_s: float = 600.0
     """No rank finished a training step for this long: the group is hung; every rank's stack is captured and
     the group restarted (a failure, against max_failures). The first step, a checkpoint save, a validation and
-    the final publish have allowances of their own (``raycluster/training/watchdog.py``). 0 turns it off."""
+    the final publish have allowances of their own (``raycluster/training/watch/watchdog.py``). 0 turns it off."""
     cpus_per_worker: float = 1.0
     """CPUs Ray reserves for each CPU worker (ignored with use_gpu)."""
     checkpoint_dir: str = ""
@@ -124,7 +125,15 @@ class ClusterConfig:
                 f"--cluster.started_at must be 0 (the command's start) or a moment already past, in seconds since "
                 f"the epoch, got {self.started_at}"
             )
-        check_eval_flags(self)
+        self.evals().check(self.checkpoint_dir)
+
+    def evals(self) -> EvalSettings:
+        """The settings the evaluation side receives, and nothing else of ours."""
+        return EvalSettings(self.async_eval, self.eval_resources, self.eval_timeout_s, self.keep_best)
+
+    def line(self) -> LineSettings:
+        """The settings that plan LeRobot's flags on its installed line."""
+        return LineSettings(self.num_workers, self.sharding, self.mixed_precision, self.model_dir)
 
 
 def check_location(name: str, value: str, s3: bool) -> None:

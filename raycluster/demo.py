@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from raycluster.pusht_dataset import PushTDatasetSpec
+from raycluster.lerobot.pusht_dataset import PushTDatasetSpec
 
 # A tiny ACT that trains in ~0.3 s a step on one CPU core, from scratch: no backbone weights
 # from the Hub (there is no network), nothing pushed to it.

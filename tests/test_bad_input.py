@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import pytest
 
 from conftest import TINY_ACT, dataset_flags, run_cli
-from raycluster.training.train_job import train
+from raycluster.training.driver.train_job import train
 
 
 def error_lines(stderr: str) -> list[str]:

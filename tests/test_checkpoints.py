@@ -25,8 +25,8 @@ from raycluster.checkpoints.scratch import owned_suffix, remove_orphans
 from raycluster.checkpoints.store import LocalStore
 from raycluster.checkpoints.transfer import fetch_directory, send_directory
 from raycluster.training.phases import RECOVERY
-from raycluster.training.resume import resume_source
 from raycluster.training.summary import read_summary
+from raycluster.training.worker.resume import resume_source
 
 
 @pytest.fixture(scope="module")

@@ -26,3 +26,30 @@ def test_only_rays_public_apis():
     hits = [f"{p.relative_to(REPO)}:{i}" for p in CODE for i, line in enumerate(p.read_text().splitlines(), 1)
             if private.search(line)]  # fmt: skip
     assert hits == []
+
+
+def lerobot_imports(path) -> list[int]:
+    """The lines of ``path`` that import LeRobot: an import statement, or a module named to importlib."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = [node.module or ""] if node.level == 0 else []
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) in (
+            "import_module", "find_spec", "__import__"
+        ) and node.args and isinstance(node.args[0], ast.Constant):  # fmt: skip
+            names = [str(node.args[0].value)]
+        else:
+            continue
+        if any(name == "lerobot" or name.startswith("lerobot.") for name in names):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_lerobot_is_imported_behind_its_one_door_alone():
+    door = REPO / "raycluster" / "lerobot"
+    outside = [p for p in [*CODE, *sorted((REPO / "bench").rglob("*.py"))] if door not in p.parents]
+    hits = [f"{p.relative_to(REPO)}:{line}" for p in outside for line in lerobot_imports(p)]
+    assert hits == [], f"import LeRobot in raycluster/lerobot/ only: {hits}"
+    assert lerobot_imports(door / "lines" / "__init__.py")  # the check sees an import where there is one

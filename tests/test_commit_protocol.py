@@ -22,8 +22,8 @@ from raycluster.checkpoints.placements import REMEMBERED_NAMES, Placements, Remo
 from raycluster.checkpoints.store import LocalStore
 from raycluster.checkpoints.transfer import fetch_directory, send_directory
 from raycluster.faults import NO_FAULTS, Faults
-from raycluster.training.resume import final_checkpoint
-from raycluster.training.shipping import outcome
+from raycluster.training.worker.resume import final_checkpoint
+from raycluster.training.worker.shipping import outcome
 
 
 def entry(size: int, digest: str = "d") -> dict:
@@ -40,6 +40,14 @@ def eventually(check, timeout: float = 10) -> None:
     while not check():
         assert time.monotonic() < deadline, "never came to hold"
         time.sleep(0.1)
+
+
+def answers(actor) -> bool:
+    try:
+        ray.get(actor.shared_root.remote(), timeout=10)
+        return True
+    except ray.exceptions.RayActorError:  # dead, or dying
+        return False
 
 
 def completes(decisions) -> list[Complete]:
@@ -160,6 +168,20 @@ def test_an_older_attempts_failure_of_a_step_never_decides_the_newer_attempts_ou
     assert commits.outcome("000100", now=2.5)[0] == (False, None)
 
 
+def test_a_place_lost_with_a_part_store_that_restarted_fails_its_checkpoint_at_once_not_at_the_deadline():
+    commits = Commits()
+    for n in (0, 1):
+        placing = commits.arrived("000100", 1, Part(n, {f"shard/__{n}.distcp": entry(10)}, f"algo-{n + 1}"), 2, now=0.0)
+    assert {type(e).__name__ for e in placing} >= {"Place"}
+    commits.placed("000100", 1, 0, None, now=1.0)  # algo-1's part is in place; algo-2's store dies before it answers
+    assert commits.holder_restarted("algo-1", now=2.0) == []  # its place answered: nothing of it is lost
+    effects = commits.holder_restarted("algo-2", now=2.0)
+    said = [e.line for e in effects if type(e).__name__ == "Said"]
+    assert said == ["checkpoint 000100 (attempt 1) not published: part 1 could not be placed: its part store died"]
+    assert {e.holder for e in effects if type(e).__name__ == "Remove"} == {"algo-1", "algo-2"}  # on every host
+    assert commits.outcome("000100", now=2.0)[0][0] is True and "000100" not in commits.placing
+
+
 def test_a_set_given_up_is_never_reopened_by_a_late_part():
     parts = PartSet(deadline_s=60)
     parts.arrived("000100", 1, 2, part(0), now=0.0)
@@ -226,6 +248,25 @@ def test_more_hosts_than_keeper_threads_publish_in_parallel_each_into_its_own_ro
     assert fetch_directory(hosts.keeper, "000001", target, hosts.stores[2])
     assert problems(target, record) is None
     assert ray.get(hosts.keeper.complete_names.remote()) == ["000001"]
+
+
+@pytest.mark.cluster  # a local Ray of this module's
+def test_a_part_store_that_dies_is_started_again_and_the_next_checkpoint_commits_with_every_part(local_ray, tmp_path):
+    hosts = Hosts(tmp_path, 3)
+    ray.get(hosts.save(tmp_path, "000001", 1))
+    assert outcome(hosts.keeper, "000001", deadline_s=30) is None
+    staging = hosts.roots[2].parent / "staging"
+    before = set(staging.glob("raycluster-parts-*"))
+    ray.kill(hosts.stores[2], no_restart=False)  # its process dies, its node lives (killed by the OOM killer, say)
+    # Started again: it answers, from a staging of its own, and the dead one's is gone.
+    eventually(lambda: answers(hosts.stores[2]) and set(staging.glob("raycluster-parts-*")).isdisjoint(before), 60)
+    ray.get(hosts.save(tmp_path, "000002", 1))
+    assert outcome(hosts.keeper, "000002", deadline_s=30) is None  # not failed on algo-3's part, as every later one was
+    for name in ("000001", "000002"):  # both resume whole: algo-3's root kept what it placed before it died
+        target = tmp_path / "fetched" / name
+        assert fetch_directory(hosts.keeper, name, target, hosts.stores[0])
+        assert problems(target, hosts.record(name)) is None
+    assert len(list(staging.glob("raycluster-parts-*"))) == 1
 
 
 @pytest.mark.cluster  # a local Ray of this module's
@@ -375,6 +416,25 @@ def test_a_second_run_on_node_local_roots_resumes_from_the_newest_sharded_checkp
     assert fetch_directory(second.keeper, "000004", tmp_path / "resumed" / "000004", second.stores[0])
     assert problems(tmp_path / "resumed" / "000004", first.record("000004")) is None
     assert not (first.roots[0] / "quarantine").exists()
+
+
+@pytest.mark.cluster  # a local Ray of this module's
+def test_a_resume_moves_aside_the_parts_of_an_older_step_that_never_committed_on_every_host(local_ray, tmp_path):
+    # Step 2's parts were placed on two hosts, and its third host's place died with its part store: no record.
+    first = Hosts(tmp_path, 3)
+    for name in ("000001", "000003"):
+        ray.get(first.save(tmp_path, name, 1))
+        assert outcome(first.keeper, name, deadline_s=30) is None
+    for n in (0, 1):
+        orphan = first.roots[n] / "checkpoints" / "000002" / "pretrained_model" / "pytorch_model_fsdp_0"
+        orphan.mkdir(parents=True)
+        (orphan / f"__{n}_0.distcp").write_bytes(b"never committed")
+    second = Hosts(tmp_path, 3)  # the next run, on the same roots
+    assert ray.get(second.keeper.newest_complete.remote()) == "000003"
+    # Retention goes by records and would never take it: moved aside at the keeper's root, removed on the others.
+    eventually(lambda: not any((root / "checkpoints" / "000002").exists() for root in first.roots))
+    assert [p.name[:6] for p in (first.roots[0] / "quarantine").iterdir()] == ["000002"]
+    assert all((root / "checkpoints" / "000001").is_dir() for root in first.roots)  # a committed one stays
 
 
 @pytest.mark.cluster  # a local Ray of this module's

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
-from raycluster.dataset import CAMERA_KEY, SyntheticDatasetSpec, make_synthetic_dataset
 from raycluster.errors import UsageError
+from raycluster.lerobot.dataset import CAMERA_KEY, SyntheticDatasetSpec, make_synthetic_dataset
 
 
 def test_synthetic_dataset_loads_with_lerobot_and_is_learnable(dataset):

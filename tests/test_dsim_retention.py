@@ -1,7 +1,8 @@
 """Retention, evaluation holds and fetches in a deterministic simulation (``raycluster.dsim.retention``): the
-project's own ``Retention``, ``Holds`` and ``kept_best``, driven by a seeded scheduler with a fake clock, with
-announcements lost, late or repeated, evaluations that take many save intervals, fetches that die or stall past
-their lease; every invariant after every event. A failing seed is printed with the one command that replays it."""
+project's own ``Retention``, ``Holds`` and ``EvalBook``, driven by a seeded scheduler with a fake clock, with
+announcements lost, late or repeated, evaluations that wait for capacity or take many save intervals, fetches
+that die or stall past their lease; every invariant after every event. A failing seed is printed with the one
+command that replays it."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ def profile_of(seed: int) -> RetentionProfile:
     return RetentionProfile(
         saves=rng.choice([1, 3, 30]), keep=rng.choice([1, 2, 5]), read_lease_s=lease,
         evaluation_s=(0.5, rng.choice([5.0, 40.0])), slow_evaluations=rng.choice([0.0, 0.1, 0.5]),
+        eval_slots=rng.choice([1, 2, 8]),
         failing_evaluations=rng.choice([0.0, 0.2]), lost_announcements=rng.choice([0.0, 0.05, 0.5]),
         delete_s=(0.01, rng.choice([0.1, 5.0, 60.0])), fetches=rng.choice([0, 4, 20]),
         chunk_gap_s=(0.05, gap_high), dying_fetches=rng.choice([0.0, 0.2, 0.8]),
@@ -48,4 +50,5 @@ def test_one_seed():
         world.run()
     finally:
         print(f"{world.sim.events} events; deleted {world.deleted}; complete {world.complete}")
-        print(f"best {world.best}; held {world.holds.names()}; fetches {len(world.fetches)}")
+        print(f"best {world.evals.book.best}; held {world.holds.names()}; fetches {len(world.fetches)}")
+        print(f"outcomes {[(n, r.status) for n, r in sorted(world.evals.book.records.items())]}")

@@ -12,15 +12,15 @@ from conftest import COMMON, TINY_ACT, dataset_flags
 from raycluster.bootstrap import NodeSpec
 from raycluster.cluster_config import ClusterConfig
 from raycluster.errors import UsageError
-from raycluster.evals.keeper import kept_best
+from raycluster.evals.book import kept_best
 from raycluster.evals.plan import inline_off, plan_for_run
 from raycluster.evals.records import FAILED, VALIDATED, EvalRecord, curve_metrics
 from raycluster.evals.resources import task_options, wanted
 from raycluster.launch.requirements import requirements
+from raycluster.lerobot.api import parse_train_config
 from raycluster.sagemaker.host_node import group_resources
 from raycluster.sagemaker.topology import Topology
 from raycluster.sim.opt_ml import instance_groups
-from raycluster.training.lerobot_api import parse_train_config
 
 
 def test_eval_resources_become_rays_task_options():
@@ -75,9 +75,9 @@ ASYNC = ClusterConfig(async_eval=True, checkpoint_dir="/ckpt")
 def test_the_plan_follows_lerobots_flags_and_turns_its_inline_evaluations_off(dataset):
     cfg = lerobot_cfg(dataset, "--dataset.eval_split=0.25", "--env.type=pusht", "--eval_steps=5", "--env_eval_freq=5")
     assert (cfg.eval_steps, cfg.env_eval_freq) == (0, 0)  # LeRobot's loop evaluates nothing itself
-    plan = plan_for_run(ClusterConfig(async_eval=True, checkpoint_dir="/c", keep_best="pc_success"), cfg)
+    plan = plan_for_run(ClusterConfig(async_eval=True, checkpoint_dir="/c", keep_best="pc_success").evals(), cfg)
     assert plan.held_out and plan.rollouts and plan.metric == "pc_success" and plan.device == "cpu"
-    assert plan_for_run(ClusterConfig(), cfg) is None
+    assert plan_for_run(ClusterConfig().evals(), cfg) is None
 
 
 @pytest.mark.parametrize(
@@ -92,7 +92,7 @@ def test_the_plan_follows_lerobots_flags_and_turns_its_inline_evaluations_off(da
 def test_a_plan_that_cannot_be_kept_is_refused_before_any_cluster(dataset, flags, settings, said):
     cluster = ClusterConfig(async_eval=True, checkpoint_dir="/c", **settings)
     with pytest.raises(UsageError) as refused:
-        plan_for_run(cluster, lerobot_cfg(dataset, *flags))
+        plan_for_run(cluster.evals(), lerobot_cfg(dataset, *flags))
     assert said in str(refused.value)
 
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from conftest import REPO, TINY_ACT
-from raycluster.training.lerobot_api import parse_train_config
-from raycluster.training.lerobot_lines.accelerator_given import mixed_precision
+from raycluster.lerobot.api import parse_train_config
+from raycluster.lerobot.lines.accelerator_given import mixed_precision
 
 
 def test_mixed_precision_follows_lerobots_own_flags(tmp_path):

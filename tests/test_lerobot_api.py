@@ -1,4 +1,4 @@
-"""One test per place raycluster reaches into LeRobot (``raycluster/training/lerobot_api.py``): a new LeRobot
+"""One test per place raycluster reaches into LeRobot (``raycluster/lerobot/api.py``): a new LeRobot
 release that moves any of them fails here, by name, before any cluster test does."""
 
 import inspect
@@ -11,11 +11,11 @@ from lerobot.utils import constants
 from conftest import COMMON, LEROBOT_LINE, TINY_ACT, dataset_flags, logged_losses
 from raycluster.cluster_config import ClusterConfig
 from raycluster.errors import UsageError
-from raycluster.training import lerobot_api
-from raycluster.training.lerobot_api import LoopHooks
-from raycluster.training.lerobot_lines import Placement, installed_line
-from raycluster.training.lerobot_lines.accelerator_built import AcceleratorBuilt
-from raycluster.training.lerobot_lines.accelerator_given import AcceleratorGiven
+from raycluster.lerobot import api as lerobot_api
+from raycluster.lerobot.api import LoopHooks
+from raycluster.lerobot.lines import Placement, installed_line
+from raycluster.lerobot.lines.accelerator_built import AcceleratorBuilt
+from raycluster.lerobot.lines.accelerator_given import AcceleratorGiven
 
 
 def test_the_installed_lerobot_is_driven_by_the_adapter_its_train_fits(monkeypatch):
@@ -54,7 +54,7 @@ def test_a_config_files_checkpoint_format_is_checked_as_resolved(tmp_path):
     lerobot_api.parse_train_config([*flags, "--checkpoint_format=dcp"], False)._save_pretrained(tmp_path)
     cfg = lerobot_api.parse_train_config([f"--config_path={tmp_path / 'train_config.json'}"], False)
     with pytest.raises(UsageError, match=r"--checkpoint_format=dcp with --cluster.model_dir=/opt/ml/model"):
-        installed_line().check_config(cfg, ClusterConfig(model_dir="/opt/ml/model"))
+        installed_line().check_config(cfg, ClusterConfig(model_dir="/opt/ml/model").line())
 
 
 def global_names(code) -> set[str]:

@@ -6,7 +6,7 @@ import pytest
 
 from raycluster.cluster_config import ClusterConfig
 from raycluster.errors import UsageError
-from raycluster.training.paths import absolute_paths
+from raycluster.training.driver.paths import absolute_paths
 
 
 def test_relative_paths_become_absolute_against_the_users_directory(tmp_path):

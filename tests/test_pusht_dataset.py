@@ -6,7 +6,7 @@ from lerobot.datasets.lerobot_dataset import LeRobotDataset
 from lerobot.envs.configs import PushtEnv
 
 from raycluster.errors import UsageError
-from raycluster.pusht_dataset import ENV_ID, PushTDatasetSpec, make_pusht_dataset
+from raycluster.lerobot.pusht_dataset import ENV_ID, PushTDatasetSpec, make_pusht_dataset
 
 # Seeds 2 and 3 start with the T off its target (reward < 0.01); in 60 steps the pusher brings each to ~0.33.
 SEED, STEPS = 2, 60

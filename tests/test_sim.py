@@ -316,13 +316,15 @@ def records(root: Path) -> dict[str, dict]:
 def test_sharded_checkpoints_of_eight_hosts_hold_through_a_killed_worker_and_sigterm_and_resume_on_two(job, tmp_path):
     """Real DCP shards (FSDP2 over gloo), one rank per host, through raycluster's own shipping: attempt 1's rank
     on the last host is SIGKILLed after writing its shards of step 2 and before shipping them, Ray Train
-    restarts, attempt 2 saves step 2 again and goes on until SIGTERM; then a 2-host job resumes from S3 (8 shards
-    read into 2 ranks)."""
+    restarts, attempt 2 saves step 2 again, kills the last host's part store after step 5 (Ray starts it again)
+    and goes on until SIGTERM; then a 2-host job resumes from S3 (8 shards read into 2 ranks)."""
     eight = tmp_path / "eight"
     hps = {"entry__job": "jobs/sharded_checkpoints.py", "workers": 8, "steps": 1000, "kill_at": 2, "step_s": 0.5}
-    # Its own job: the 8-host sharded test job (a worker killed, then SIGTERM); the 2-host resume is a second.
+    hps["kill_store_at"] = 5
+    # Its own job: the 8-host sharded test job (a worker killed, a part store killed, then SIGTERM); the 2-host
+    # resume is a second.
     sim = job(eight, 8, hps, SHARDED)
-    wait_for_log(eight / "algo-1" / "log.txt", "attempt 2: step 4 saved", timeout=900, sim=sim)
+    wait_for_log(eight / "algo-1" / "log.txt", "attempt 2: step 9 saved", timeout=900, sim=sim)
     sim.send_signal(signal.SIGTERM)
     result = sim.finish(timeout=240)
     assert all(h["exit_code"] == 143 for h in result.values()), result
@@ -332,16 +334,21 @@ def test_sharded_checkpoints_of_eight_hosts_hold_through_a_killed_worker_and_sig
     view = synced_checkpoints(eight)
     kept = records(view)  # what S3 holds: every checkpoint with a commit record is whole
     assert all(LocalStore(view).problems(name) is None for name in kept), [LocalStore(view).problems(n) for n in kept]
-    # Parts placed after the last commit record (SIGTERM came between): no checkpoint, never resumed from.
+    # Parts placed after the last commit record (SIGTERM came between), or placed by the other hosts of a checkpoint
+    # whose place the killed part store took with it (decided at the place deadline, 300 s, after SIGTERM here): no
+    # checkpoint either way, never resumed from (below).
     unrecorded = set(LocalStore(view).names()) - kept.keys()
-    assert all(int(name) > max(map(int, kept)) for name in unrecorded)
-    assert {"000001", "000002", "000003", "000004"} <= kept.keys(), sorted(kept)
+    assert all(int(name) > max(map(int, kept)) or 4 <= int(name) <= 8 for name in unrecorded), sorted(unrecorded)
+    assert {"000001", "000002", "000003"} <= kept.keys(), sorted(kept)  # 4 may go with the killed part store
     for name, record in kept.items():  # never two attempts in one checkpoint: the record's and the files' own word
         attempts = {entry["attempt"] for entry in record.values()}
         written = {(view / name / r).read_text() for r in record if "attempt_rank" in r}
         assert len(attempts) == 1 and written == {str(*attempts)} and len(written) == 1, (name, attempts, written)
         assert sum(r.endswith(".distcp") for r in record) == 8
     assert {entry["attempt"] for entry in kept["000002"].values()} == {2}  # saved again, by attempt 2 alone
+    # The part store that died is named, and the checkpoints after it still commit with every host's part.
+    assert "killing my host's part store after step 5" in log and "died and was started again" in log, log[-5000:]
+    assert max(map(int, kept)) > 5, sorted(kept)
     for host in (f"algo-{n}" for n in range(1, 9)):  # each host holds its own rank's shard of a checkpoint
         assert len(list((host_checkpoints(eight, host) / "000003").rglob("*.distcp"))) == 1, host
         assert not list((eight / host / "opt" / "ml" / "raycluster-staging").rglob("*.attempt1.*")), host

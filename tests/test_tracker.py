@@ -5,7 +5,7 @@ from wandb.proto import wandb_internal_pb2
 from wandb.sdk.internal.datastore import DataStore
 
 from raycluster.sagemaker.job_env import tracker_env
-from raycluster.training.tracker import STOPPED_EXIT_CODE, TrackerEnd
+from raycluster.training.worker.tracker import STOPPED_EXIT_CODE, TrackerEnd
 
 
 def record_kinds(run_dir) -> dict[str, wandb_internal_pb2.Record]:

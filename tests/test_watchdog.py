@@ -12,8 +12,8 @@ from dataclasses import replace
 import psutil
 import pytest
 
-from raycluster.training.hang_report import describe, shown_in_the_log, where
-from raycluster.training.progress import (
+from raycluster.training.watch.hang_report import describe, shown_in_the_log, where
+from raycluster.training.watch.progress import (
     AGREEING,
     DONE,
     PUBLISHING,
@@ -25,9 +25,9 @@ from raycluster.training.progress import (
     Beats,
     ProgressBeacon,
 )
-from raycluster.training.rank_process import BytesMoved, started_at
-from raycluster.training.stacks import answer_stack_requests, end_family, process_state, py_spy, take_stack
-from raycluster.training.watchdog import Allowances, Watchdog, Watched, find_hang
+from raycluster.training.watch.rank_process import BytesMoved, started_at
+from raycluster.training.watch.stacks import answer_stack_requests, end_family, process_state, py_spy, take_stack
+from raycluster.training.watch.watchdog import Allowances, Watchdog, Watched, find_hang
 
 ALLOW = Allowances.for_timeout(60)
 
@@ -178,7 +178,7 @@ def sleeper():
     """A process of this test's own that answers stack requests as a rank does, asleep in ``nap``."""
     code = (
         f"import sys, time; sys.path.insert(0, {str(sys.path[0])!r})\n"
-        "from raycluster.training.stacks import answer_stack_requests\n"
+        "from raycluster.training.watch.stacks import answer_stack_requests\n"
         "answer_stack_requests()\n"
         "import subprocess\n"  # a child without the handler, as a spawned data-loader worker or ffmpeg is
         "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
@@ -261,7 +261,7 @@ def test_a_watchdog_that_cannot_check_says_so_once_and_again_when_it_can(caplog)
 
     watchdog.check = check
     done = threading.Event()
-    with caplog.at_level("INFO", logger="raycluster.training.watchdog"):
+    with caplog.at_level("INFO", logger="raycluster.training.watch.watchdog"):
         thread = watchdog.start(done)
         deadline = time.monotonic() + 30  # a check a second, later on a loaded machine
         while "checks again" not in caplog.text and time.monotonic() < deadline:
@@ -335,3 +335,24 @@ def test_a_rank_the_board_has_not_heard_waits_its_silence_and_is_counted_afresh_
     now[0] = 101.0 + wait + 1
     hang = watchdog.check()
     assert hang is not None and hang.missing == [1] and "rank 1 not heard from" in answered[0][1], answered
+
+
+def test_a_hung_group_is_answered_once_and_forgotten_once_ray_train_failed_it(tmp_path):
+    """Each of a thousand restarted groups hangs, is answered once, then fails: the watchdog answers every one and
+    keeps what it knows of one group at a time, not of every group the run ever had."""
+    now, failed, answered = [0.0], [0], []
+    watched = Watched(
+        failed_through=lambda: failed[0],
+        beats=lambda through: [beat(r, idle=70, attempt=through + 1) for r in (0, 1)],
+        hang_seen=lambda group, line: answered.append(group),
+        take_stacks=lambda ranks: {},
+        end_ranks=lambda ranks: None,
+        clock=lambda: now[0],
+    )
+    watchdog = Watchdog(watched, ALLOW, [tmp_path])
+    for group in range(1, 1001):
+        assert watchdog.check().attempt == group
+        assert watchdog.check() is None  # answered once; ended again only long after
+        failed[0], now[0] = group, now[0] + 10
+    assert watchdog.check().attempt == 1001  # the group after the last failed one
+    assert answered == list(range(1, 1002)) and len(watchdog._answered) == 1, len(watchdog._answered)

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import psutil
 
-from raycluster.training.progress import Beats
-from raycluster.training.rank_process import started_at
-from raycluster.training.stacks import end_family, process_state, py_spy, take_stack
-from raycluster.training.watchdog import Allowances, Watchdog, Watched
+from raycluster.training.watch.progress import Beats
+from raycluster.training.watch.rank_process import started_at
+from raycluster.training.watch.stacks import end_family, process_state, py_spy, take_stack
+from raycluster.training.watch.watchdog import Allowances, Watchdog, Watched
 
 ALLOWED_S = 3.0
 """Every activity's allowance here: a step takes milliseconds."""
@@ -33,7 +33,7 @@ ALLOW = Allowances(ALLOWED_S, ALLOWED_S, ALLOWED_S, ALLOWED_S, ALLOWED_S, 120.0)
 
 RANK = """
 import base64, os, pickle, sys, threading, time
-from raycluster.training.progress import ProgressBeacon
+from raycluster.training.watch.progress import ProgressBeacon
 rank, world, mode, shared = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 out = threading.Lock()
 def send(beat):

@@ -29,8 +29,9 @@ from raycluster.checkpoints.part_commits import WORDS, PartCommits
 from raycluster.checkpoints.part_store import link_or_copy, part_stores_on_every_node
 from raycluster.checkpoints.parts import PART_DEADLINE_S
 from raycluster.checkpoints.retention import Retention
+from raycluster.checkpoints.roots import open_store
 from raycluster.checkpoints.serving import FetchServing
-from raycluster.checkpoints.store import LocalStore, open_store
+from raycluster.checkpoints.store import LocalStore
 from raycluster.faults import NO_FAULTS, Faults
 
 log = logging.getLogger(__name__)
@@ -45,9 +46,15 @@ busy node."""
 @ray.remote(num_cpus=0, max_concurrency=4, concurrency_groups={WORDS: 4})
 class CheckpointKeeper(PartCommits, FetchServing):
     def __init__(
-        self, root: str, keep: int = 0, store=None, staging_dir: str = "", read_lease_s: float = READ_LEASE_S,
-        part_deadline_s: float = PART_DEADLINE_S, faults: Faults = NO_FAULTS,
-    ):  # fmt: skip
+        self,
+        root: str,
+        keep: int = 0,
+        store=None,
+        staging_dir: str = "",
+        read_lease_s: float = READ_LEASE_S,
+        part_deadline_s: float = PART_DEADLINE_S,
+        faults: Faults = NO_FAULTS,
+    ):
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
         self.store, self.faults = store or open_store(root), faults
         if staging_dir:

@@ -93,8 +93,11 @@ class Pacer:
         """The next pick, if the open one has been open longer than ``deadline_s``."""
         if self.open is None or now - self.opened_at <= self.deadline_s:
             return None
-        log.warning("checkpoint %s: no part of it came within %.0f s of its pick; the newest save is picked instead",
-                    self.open.name, self.deadline_s)  # fmt: skip
+        log.warning(
+            "checkpoint %s: no part of it came within %.0f s of its pick; the newest save is picked instead",
+            self.open.name,
+            self.deadline_s,
+        )
         self.open = None
         return self._pick(now)
 

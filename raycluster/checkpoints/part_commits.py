@@ -66,6 +66,12 @@ class PartCommits:
             effects = self.commits.placed(name, attempt, part, error, came)
         self._carry_out(effects)
 
+    @ray.method(concurrency_group=WORDS)
+    def part_store_restarted(self, holder) -> None:
+        with self._lock:
+            effects = self.commits.holder_restarted(holder, time.monotonic())
+        self._carry_out(effects)
+
     def publishing(self) -> bool:
         """A publish is under way (a restart asks, and waits with a deadline of its own, before resuming)."""
         with self._lock:
@@ -96,8 +102,9 @@ class PartCommits:
             try:
                 self._carry_out_one(effect)
             except Exception as exc:  # one that fails (an S3 error in retention, say) never drops the rest
-                log.error("checkpoint keeper: %s of %s failed: %s", type(effect).__name__, getattr(effect, "name", ""),
-                          exc)  # fmt: skip
+                log.error(
+                    "checkpoint keeper: %s of %s failed: %s", type(effect).__name__, getattr(effect, "name", ""), exc
+                )
 
     def _carry_out_one(self, effect: Effect) -> None:
         if isinstance(effect, Place):
@@ -130,9 +137,15 @@ class PartCommits:
         size = sum(e["size"] for e in published.record.values()) / 2**20
         log.info(
             "published checkpoint %s to %s: %d parts of attempt %d, %.1f MB, %.3fs after its first part, %.3fs after "
-            "its last", name, self.store, len(complete.parts), complete.attempt, size, published.seconds,
+            "its last",
+            name,
+            self.store,
+            len(complete.parts),
+            complete.attempt,
+            size,
+            published.seconds,
             published.placed,
-        )  # fmt: skip
+        )
         if self.curves is not None and name.isdigit():
             self.curves.log.remote(int(name), {"checkpoint/publish_s": published.seconds, "checkpoint/mb": size})
         self.holds.announce(name)

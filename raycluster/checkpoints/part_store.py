@@ -27,7 +27,8 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from raycluster.checkpoints.commits import PLACE_DEADLINE_S
 from raycluster.checkpoints.manifest import CHUNK_BYTES, MANIFEST, manifest_of
 from raycluster.checkpoints.placements import Placements
-from raycluster.checkpoints.store import open_store
+from raycluster.checkpoints.roots import open_store
+from raycluster.checkpoints.scratch import owned_suffix, remove_orphans
 from raycluster.faults import NO_FAULTS, Faults
 
 log = logging.getLogger(__name__)
@@ -79,14 +80,28 @@ class NameCalls:
                     del self._turns[name]
 
 
-@ray.remote(num_cpus=0, max_concurrency=8)
+RESTARTS = 3
+"""How many times Ray starts a host's part store again after its process died (its node alive): without it, every
+later checkpoint would fail on that host's part for the rest of the run."""
+
+
+@ray.remote(num_cpus=0, max_concurrency=8, max_restarts=RESTARTS)
 class PartStore:
     def __init__(self, root: str, staging_dir: str, keeper, faults: Faults = NO_FAULTS):
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
         self.store, self.keeper, self.faults = open_store(root), keeper, faults
         Path(staging_dir).mkdir(parents=True, exist_ok=True)
-        self.staging = Path(tempfile.mkdtemp(prefix="raycluster-parts-", dir=staging_dir))
+        # What a part store that died had staged is of no use to anyone: its parts failed with it.
+        remove_orphans(Path(staging_dir), "raycluster-parts-*")
+        self.staging = Path(tempfile.mkdtemp(prefix="raycluster-parts-", suffix=owned_suffix(), dir=staging_dir))
         self.placements, self._calls = Placements(), NameCalls()
+        if ray.get_runtime_context().was_current_actor_reconstructed:
+            keeper.part_store_restarted.remote(ray.get_runtime_context().current_actor)
+            log.warning(
+                "the checkpoint part store on %s died and was started again: the parts it was staging or placing "
+                "failed with it, the next checkpoints go on (its root's files are intact)",
+                ray.util.get_node_ip_address(),
+            )
 
     def _staged(self, name: str, attempt: int, part: int) -> Path:
         return self.staging / f"{name}.attempt{attempt}.part{part}"
@@ -111,8 +126,13 @@ class PartStore:
         self.keeper.part_arrived.remote(name, attempt, part, parts, manifest, me)
         log.info(
             "staged part %d of %d of checkpoint %s (attempt %d): %.1f MB in %.2fs",
-            part, parts, name, attempt, size / 2**20, time.monotonic() - started,
-        )  # fmt: skip
+            part,
+            parts,
+            name,
+            attempt,
+            size / 2**20,
+            time.monotonic() - started,
+        )
         return size
 
     def place(self, name: str, attempt: int, part: int, manifest: dict[str, dict], whole: dict | None) -> None:

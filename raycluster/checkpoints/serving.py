@@ -25,7 +25,24 @@ class FetchServing:
         if name is not None:
             with self._lock:
                 self.retention.lease(name, time.monotonic())  # never released: the lease alone holds it
+            self._move_aside_unrecorded(older_than=name)
         return name
+
+    def _move_aside_unrecorded(self, older_than: str) -> None:
+        """Files of an older step that no record names (the other hosts' parts of a checkpoint whose place a dying
+        part store or a stopped job took with it) can never be resumed from, and retention, which goes by records,
+        would never remove them: moved aside, and every host's files of them removed."""
+        for name in self.store.names():
+            if int(name) >= int(older_than):
+                break
+            with self._lock:
+                busy = name in self._publishing or name in self.commits.placing
+            try:
+                unrecorded = not busy and self.store.manifest(name) is None
+            except Exception:  # a record that cannot be read is not this check's to judge
+                unrecorded = False
+            if unrecorded:
+                self.quarantine(name, "no commit record: the parts of a checkpoint that never committed")
 
     def _newest_complete(self) -> str | None:
         # One with parts on hosts that are gone is passed over (named), never quarantined: its files are intact

@@ -157,14 +157,3 @@ class LocalStore:
 
     def __str__(self) -> str:
         return str(self.root)
-
-
-def open_store(root: str) -> CheckpointStore:
-    """``s3://bucket/prefix`` or a local directory, holding ``<step:06d>/`` checkpoints."""
-    from raycluster.checkpoints.s3_store import S3Store
-
-    return (
-        S3Store(root.rstrip("/") + "/checkpoints")
-        if root.startswith("s3://")
-        else LocalStore(Path(root) / "checkpoints")
-    )

@@ -24,13 +24,14 @@ def run(args: argparse.Namespace) -> int:
     from raycluster.errors import UsageError
     from raycluster.launch.aws_errors import AwsError, one_line
     from raycluster.launch.dashboard import JOBS_DIR
+    from raycluster.launch.status import describe
 
     if bool(args.run_dir) == bool(args.job):
         raise UsageError("give a run's directory or --job NAME (one of them)")
     refresh = None
     if args.job:
         try:
-            root = view.job_root(args.job, args.region)
+            root = view.job_root(args.job, describe(args.job, args.region)["checkpoints"])
             store = view.job_store(root, JOBS_DIR / args.job / "curves")
         except UsageError:
             raise

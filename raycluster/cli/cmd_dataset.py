@@ -6,8 +6,8 @@ import argparse
 from dataclasses import fields
 from pathlib import Path
 
-from raycluster.dataset import SyntheticDatasetSpec, make_synthetic_dataset
-from raycluster.pusht_dataset import OBS_TYPES, PushTDatasetSpec, make_pusht_dataset
+from raycluster.lerobot.dataset import SyntheticDatasetSpec, make_synthetic_dataset
+from raycluster.lerobot.pusht_dataset import OBS_TYPES, PushTDatasetSpec, make_pusht_dataset
 
 
 def register(verbs) -> None:

@@ -25,8 +25,8 @@ def register(verbs) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from raycluster.cluster_config import split_cluster_args
-    from raycluster.pusht_dataset import make_pusht_dataset
-    from raycluster.training.run import run_training
+    from raycluster.lerobot.pusht_dataset import make_pusht_dataset
+    from raycluster.training.driver.run import run_training
 
     plan = DemoPlan(workdir=args.workdir.resolve(), steps=args.steps, num_workers=args.num_workers)
     if not plan.dataset.root.exists():

@@ -124,7 +124,8 @@ def run(args: argparse.Namespace) -> int:
             f"the sim runs the SageMaker SDK's own driver: pip install 'raycluster[launch]' ({exc})"
         ) from None
     from raycluster.launch.trainer import Staged, stage
-    from raycluster.sim.job import SimSpec, run_sim
+    from raycluster.sim.job import run_sim
+    from raycluster.sim.spec import SimSpec
 
     path = args.hyperparameters or args.request
     try:

@@ -21,6 +21,6 @@ def register(verbs) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from raycluster.training.train_job import train
+    from raycluster.training.driver.train_job import train
 
     return train(args.flags)

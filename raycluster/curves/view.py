@@ -32,11 +32,9 @@ def run_store(run_dir: Path) -> Path:
     return store
 
 
-def job_root(job_name: str, region: str | None) -> str:
-    """The job's training checkpoint root in S3 (SageMaker syncs /opt/ml/checkpoints there as it runs)."""
-    from raycluster.launch.status import describe
-
-    uri = describe(job_name, region)["checkpoints"]
+def job_root(job_name: str, uri: str | None) -> str:
+    """The job's training checkpoint root in S3, under its checkpoint S3 URI ``uri`` (SageMaker syncs
+    /opt/ml/checkpoints there as it runs)."""
     if not uri:
         raise UsageError(
             f"job {job_name} has no checkpoint S3 URI: its curves are published under "

@@ -105,8 +105,10 @@ class World:
             )
             return
         if (place.name, place.attempt) not in host.staging:
-            raise InvariantBroken(f"host {host.index} asked to place {place.name} of attempt {place.attempt}, "
-                                  "which it does not hold staged")  # fmt: skip
+            raise InvariantBroken(
+                f"host {host.index} asked to place {place.name} of attempt {place.attempt}, "
+                "which it does not hold staged"
+            )
         host.staging.discard((place.name, place.attempt))
         host.root[place.name] = place.attempt
         host.placements.placing(place.name, place.attempt, [])

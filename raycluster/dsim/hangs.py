@@ -27,9 +27,9 @@ from pathlib import Path
 from raycluster.dsim.hang_profile import FRAMES, LOADER, RANKS_PER_HOST, STOPPED, HangProfile, waiting_frame
 from raycluster.dsim.scheduler import Scheduler
 from raycluster.dsim.sweep import InvariantBroken
-from raycluster.training.hang_report import LINE_CHARS
-from raycluster.training.progress import MOVING_BYTES_PER_S, PUBLISHING, STARTING, Beat, Beats, ProgressBeacon
-from raycluster.training.watchdog import Allowances, Watchdog, Watched
+from raycluster.training.watch.hang_report import LINE_CHARS
+from raycluster.training.watch.progress import MOVING_BYTES_PER_S, PUBLISHING, STARTING, Beat, Beats, ProgressBeacon
+from raycluster.training.watch.watchdog import Allowances, Watchdog, Watched
 
 
 class HangWorld:

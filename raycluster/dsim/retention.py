@@ -1,10 +1,12 @@
 """Retention, evaluation holds and fetches at one keeper, in one process: the project's own ``Retention`` (what goes,
-and when), ``Holds`` (what an evaluation holds from its commit to its outcome) and ``kept_best`` (which hold the
-evaluations keep), driven by the seeded scheduler with a fake clock, invariants checked after every event.
+and when), ``Holds`` (what an evaluation holds from its commit to its outcome) and ``EvalBook`` (the evaluation
+keeper's decisions, hosted as ``dsim/evaluations.py`` says), driven by the seeded scheduler with a fake clock,
+invariants checked after every event.
 
 What a run is: a checkpoint commits every ``INTERVAL_S`` and is held for its evaluation, which the keeper announces
-over the network (an announcement may come late, twice, or never); an evaluation takes its own time (some take
-many intervals) and validates or fails, then releases its hold, or the hold of the best it replaces. A deletion
+over the network (an announcement may come late, twice, or never); an evaluation waits for a free slot, takes its
+own time (some take many intervals, and time out) and validates or fails, then releases its hold, or the hold of
+the best it replaces. A deletion
 takes its own time too: retention decides (from then on no fetch may begin on it), the record goes a moment later.
 Fetches start at random moments, on the newest checkpoint as a resume does (the keeper's answer first, which holds
 it for one lease) or on any complete one; each reads a chunk now and then, its word that it still reads reaching
@@ -21,13 +23,11 @@ from dataclasses import dataclass, field
 
 from raycluster.checkpoints.holds import Holds
 from raycluster.checkpoints.retention import Retention
+from raycluster.dsim.evaluations import EVAL_TIMEOUT_S, SimEvaluations
 from raycluster.dsim.scheduler import Network, Scheduler
 from raycluster.dsim.sweep import InvariantBroken
-from raycluster.evals.keeper import kept_best
-from raycluster.evals.records import FAILED, VALIDATED, EvalRecord
 
 INTERVAL_S = 10.0  # between two commits
-EVAL_TIMEOUT_S = 60.0  # how long the evaluations' finish waits for those under way
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,8 @@ class RetentionProfile:
     keep: int = 2
     read_lease_s: float = 30.0
     evaluation_s: tuple[float, float] = (1.0, 25.0)
+    eval_slots: int = 8
+    """How many evaluations run at once (the cluster's capacity for them); the rest wait."""
     slow_evaluations: float = 0.1
     """The share of evaluations that take 50-400 s (many intervals)."""
     failing_evaluations: float = 0.0
@@ -67,7 +69,7 @@ class _Announcements:
 
     def remote(self, name: str) -> None:
         if self._world.sim.rng.random() >= self._world.profile.lost_announcements:
-            self._world.sim.send(lambda: self._world._evaluate(name))
+            self._world.sim.send(lambda: self._world.evals.published(name))
 
 
 class RetentionWorld:
@@ -79,10 +81,7 @@ class RetentionWorld:
         self.complete: list[str] = []
         """The checkpoints whose record exists, oldest first (those being deleted until their record goes)."""
         self.deleted: list[str] = []
-        self.best: EvalRecord | None = None
-        self.evaluating: set[str] = set()
-        self.evaluated: set[str] = set()
-        self.closing = self.ended = False
+        self.evals = SimEvaluations(self.sim, profile, self._unhold)
         self.fetches: list[Fetch] = []
         rng = self.sim.rng
         for k in range(1, profile.saves + 1):
@@ -115,49 +114,18 @@ class RetentionWorld:
         self.deleted.append(name)
         self.retention.deleted(name)
 
-    # The evaluation keeper, as ``EvalKeeper.published``, ``_settle`` and ``finish`` decide (an actor of Ray calls,
-    # modelled here): an announcement of a checkpoint evaluated already, or one after the end, releases its hold
-    # unless it is the best; one under evaluation changes nothing.
-    def _evaluate(self, name: str) -> None:
-        if name in self.evaluating:
-            return
-        if name in self.evaluated or self.ended:
-            if self.best is None or self.best.checkpoint != name:
-                self.sim.send(lambda: self._unhold(name))
-            return
-        self.evaluating.add(name)
-        slow = self.sim.rng.random() < self.profile.slow_evaluations
-        took = self.sim.rng.uniform(50.0, 400.0) if slow else self.sim.rng.uniform(*self.profile.evaluation_s)
-        self.sim.at(took, lambda: self._evaluated(name))
-
-    def _evaluated(self, name: str) -> None:
-        if self.ended or name not in self.evaluating:  # cancelled at the end: its hold went with it
-            return
-        self.evaluating.discard(name)
-        self.evaluated.add(name)
-        failed = self.sim.rng.random() < self.profile.failing_evaluations
-        metrics = {} if failed else {"eval_loss": self.sim.rng.random()}
-        record = EvalRecord(name, FAILED if failed else VALIDATED, metrics)
-        self.best, released = kept_best(self.best, record, "eval_loss")
-        if released is not None:
-            self.sim.send(lambda: self._unhold(released))
-
     def _unhold(self, name: str) -> None:
         self.holds.release(name)
         self._retain()
 
     def _finish_evaluations(self) -> None:
-        """Every held checkpoint whose announcement was lost is evaluated; those under way get the timeout."""
-        self.closing = True
-        for name in self.holds.names():
-            if name not in self.evaluated:
-                self._evaluate(name)
+        """Every held checkpoint is published again (an announcement lost is made good); those under way get the
+        timeout, then the end releases every hold but the best's."""
+        self.evals.finish(self.holds.names())
         self.sim.at(EVAL_TIMEOUT_S, self._end_evaluations)
 
     def _end_evaluations(self) -> None:
-        self.ended = True
-        self.evaluating.clear()  # cancelled
-        self.holds.end(self.best.checkpoint if self.best else None)
+        self.holds.end(self.evals.end())
         self._retain()
 
     # Fetches: a resume's (the keeper's answer first) and any other of a complete checkpoint.
@@ -177,8 +145,13 @@ class RetentionWorld:
             lease = None
         if lease is None:  # its deletion had begun or is done: the worker group restarts and asks again
             return
-        fetch = Fetch(name, self.sim.now, self.sim.rng.randint(*self.profile.chunks),
-                      self.sim.rng.random() < self.profile.dying_fetches, lease)  # fmt: skip
+        fetch = Fetch(
+            name,
+            self.sim.now,
+            self.sim.rng.randint(*self.profile.chunks),
+            self.sim.rng.random() < self.profile.dying_fetches,
+            lease,
+        )
         self.fetches.append(fetch)
         self._next_chunk(fetch)
 
@@ -229,13 +202,16 @@ class RetentionWorld:
         stale = (set(tables.readers) | set(tables.read_at) | tables.deleting) - set(self.complete)
         if stale:
             raise InvariantBroken(f"retention still tracks {sorted(stale)}, which no longer exist")
-        if self.best is not None and self.best.checkpoint not in self.complete:
-            raise InvariantBroken(f"the best checkpoint, {self.best.checkpoint}, was deleted")
+        best = self.evals.book.best
+        if best is not None and best.checkpoint not in self.complete:
+            raise InvariantBroken(f"the best checkpoint, {best.checkpoint}, was deleted")
+        self.evals.check()
 
     def check_quiet(self) -> None:
         """Once nothing is left to happen: only the best is held, and when every lease has run out, the next save's
         retention takes every checkpoint but the newest ``keep`` and the best, and spares none for a fetch."""
-        best = {self.best.checkpoint} if self.best else set()
+        self.evals.check_quiet(set(self.complete) | set(self.deleted))
+        best = {self.evals.book.best.checkpoint} if self.evals.book.best else set()
         if set(self.holds.names()) - best:
             raise InvariantBroken(f"still held after the evaluations' end: {self.holds.names()}")
         self.sim.now += self.profile.read_lease_s

@@ -7,10 +7,10 @@ inline evaluations are turned off: ``--eval_steps=0 --env_eval_freq=0``).
 
 The data path: the checkpoint keeper commits a checkpoint and holds it against retention (``hold``) -> the
 evaluation keeper (``keeper.py``, an actor on the driver's node) submits one task (``task.py``) -> the task fetches
-the checkpoint's ``pretrained_model`` from whichever hosts hold it, loads it with LeRobot's own factories
-(``policy_loading.py``) and runs LeRobot's held-out loss (``held_out.py``) and LeRobot's ``eval_policy_all``
-(``rollouts.py``) -> the keeper records the outcome (``records.py``), logs it, puts it in the curves, keeps the best
-(``best.py``) and releases the hold.
+the checkpoint's ``pretrained_model`` from whichever hosts hold it, loads it with LeRobot's own factories and
+runs LeRobot's held-out loss and ``eval_policy_all`` (``raycluster/lerobot/``: ``policy_loading.py``,
+``held_out.py``, ``rollouts.py``) -> the keeper records the outcome (``records.py``), logs it, puts it in the
+curves, keeps the best (``best.py``) and releases the hold.
 
 Why not Ray Train's own ``ValidationConfig`` (2.60, alpha): its controller waits for every pending validation
 before ``fit()`` returns, so a SIGTERM would wait for them; it runs one validation at a time, so an instance group

@@ -9,7 +9,7 @@ from pathlib import Path
 import ray
 
 from raycluster.checkpoints.transfer import fetch_directory, send_directory
-from raycluster.training.lerobot_api import PRETRAINED_MODEL
+from raycluster.lerobot.api import PRETRAINED_MODEL
 
 log = logging.getLogger(__name__)
 

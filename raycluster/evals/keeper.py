@@ -20,9 +20,10 @@ from ray.exceptions import TaskCancelledError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from raycluster.errors import UsageError
+from raycluster.evals.book import EvalBook
 from raycluster.evals.plan import EvalPlan
 from raycluster.evals.records import CANCELLED, FAILED, SKIPPED, TIMED_OUT, VALIDATED, EvalRecord, curve_metrics
-from raycluster.evals.resources import BEST_METRICS, wanted
+from raycluster.evals.resources import wanted
 from raycluster.evals.task import evaluate_checkpoint
 from raycluster.faults import NO_FAULTS, Faults
 
@@ -31,9 +32,6 @@ log = logging.getLogger(__name__)
 POLL_S = 0.5
 STOPPED_WAIT_S = 5.0
 """The longest a stopped run's end waits for any one thing here: the poller's last round, the curves' last points."""
-WAITING = 4
-"""Evaluations submitted but not started (no capacity yet) beyond which the oldest is skipped: when they take
-longer than checkpoints take to come, the newest are evaluated, and held checkpoints do not pile up on disk."""
 
 
 def cause(exc: BaseException) -> str:
@@ -51,40 +49,40 @@ class EvalKeeper:
         self.faults: Faults = faults
         self.me = ray.get_runtime_context().current_actor
         self._lock = threading.Lock()
+        self._book = EvalBook(plan.metric, plan.timeout_s)
+        """Every decision; read and changed under ``_lock`` only."""
         self._tasks: dict[str, ray.ObjectRef] = {}
-        self._started: dict[str, tuple[float, str]] = {}
-        self._records: dict[str, EvalRecord] = {}
-        self._best: EvalRecord | None = None
-        self._closed = False
+        """The task of each evaluation the book has without an outcome."""
         self._ending = threading.Event()
         self._poller = threading.Thread(target=self._poll_until_ending, name="eval-poller", daemon=True)
         self._poller.start()
 
     def published(self, name: str) -> None:
+        unsubmitted = None
         with self._lock:
-            if name in self._tasks:
-                return
-            if name in self._records or self._closed:
-                # Evaluated already (a restarted attempt committed the step again), or too late: released.
-                if self._best is None or self._best.checkpoint != name:
-                    self.keeper.unhold.remote(name)
-                return
-            waiting = sorted((n for n in self._tasks if n not in self._started), key=int)
-            self._tasks[name] = self.task.options(**self.plan.options).remote(
-                self.keeper, self.me, name, self.plan, self.faults
-            )
-        for older in waiting[: max(0, len(waiting) + 1 - WAITING)]:
+            admission = self._book.admit(name)
+            if admission.submit:
+                try:
+                    self._tasks[name] = self.task.options(**self.plan.options).remote(
+                        self.keeper, self.me, name, self.plan, self.faults
+                    )
+                except Exception as exc:  # the book has it: it gets an outcome, so its hold goes
+                    unsubmitted = EvalRecord(name, FAILED, error=f"its evaluation could not be submitted: {exc}")
+        self._settle(unsubmitted)
+        if admission.release:
+            self.keeper.unhold.remote(name)
+        for older in admission.skip:
             self._stop(older, SKIPPED, f"checkpoint {name} came before it found capacity; the newer one goes first")
 
     def started(self, name: str, node: str) -> None:
         with self._lock:
-            if name in self._tasks:  # not one already settled (skipped before it could say so)
-                self._started.setdefault(name, (time.monotonic(), node))
+            self._book.started(name, node, time.monotonic())
 
     def pending(self) -> dict[str, str]:
         """Every evaluation without an outcome yet: ``running`` (its task has started) or ``waiting``."""
         with self._lock:
-            return {name: "running" if name in self._started else "waiting" for name in self._tasks}
+            running = self._book.running()
+            return {name: "running" if name in running else "waiting" for name in self._book.unsettled()}
 
     # -- outcomes ---------------------------------------------------------------------------------
     def _poll_until_ending(self) -> None:
@@ -97,15 +95,14 @@ class EvalKeeper:
     def _poll(self) -> None:
         with self._lock:
             by_ref = {ref: name for name, ref in self._tasks.items()}
-            started = dict(self._started)
         if by_ref:
             ready, _ = ray.wait(list(by_ref), num_returns=len(by_ref), timeout=0)
             for ref in ready:
                 self._settle(self._outcome(by_ref[ref], ref))
-        running = set(by_ref.values())
-        for name, (at, _) in started.items():
-            if name in running and time.monotonic() - at > self.plan.timeout_s:
-                self._stop(name, TIMED_OUT, f"still running after --cluster.eval_timeout_s={self.plan.timeout_s:g}")
+        with self._lock:
+            overdue = self._book.overdue(time.monotonic())
+        for name in overdue:
+            self._stop(name, TIMED_OUT, f"still running after --cluster.eval_timeout_s={self.plan.timeout_s:g}")
 
     def _outcome(self, name: str, ref) -> EvalRecord | None:
         try:
@@ -117,26 +114,24 @@ class EvalKeeper:
         return EvalRecord(name, VALIDATED, result["metrics"], result["seconds"], result["node"])
 
     def _stop(self, name: str, status: str, why: str) -> None:
+        """Settled first (an outcome that came meanwhile stands), then its task cancelled, if it has one."""
         with self._lock:
             ref = self._tasks.get(name)
+        self._settle(EvalRecord(name, status, error=why))
         if ref is not None:
-            ray.cancel(ref, force=status != SKIPPED)  # a task still waiting for capacity goes without a kill
-            self._settle(EvalRecord(name, status, error=why))
+            try:
+                ray.cancel(ref, force=status != SKIPPED)  # a task still waiting for capacity goes without a kill
+            except Exception as exc:  # its outcome is recorded and its hold released either way
+                log.warning("evaluations: the task of checkpoint %s could not be cancelled: %s", name, exc)
 
     def _settle(self, record: EvalRecord | None) -> None:
         if record is None:
             return
-        name = record.checkpoint
         with self._lock:
-            if name in self._records or self._tasks.pop(name, None) is None:
+            taken, released = self._book.settle(record, time.monotonic())
+            if not taken:
                 return
-            at, node = self._started.pop(name, (None, None))
-            record.node = record.node or node
-            if record.seconds is None and at is not None:
-                record.seconds = time.monotonic() - at
-            self._records[name] = record
-            # Which checkpoint no longer needs holding: this one, or the best it replaces.
-            self._best, released = kept_best(self._best, record, self.plan.metric)
+            self._tasks.pop(record.checkpoint, None)
         (log.info if record.status == VALIDATED else log.warning)(record.log_line())
         if self.curves is not None and record.metrics:
             self.curves.log.remote(record.step, curve_metrics(record))
@@ -145,9 +140,7 @@ class EvalKeeper:
 
     def _never_started(self, name: str) -> None:
         with self._lock:
-            if name in self._tasks or name in self._records:
-                return
-            self._records[name] = EvalRecord(name, CANCELLED, error="the run stopped before it was evaluated")
+            self._book.never_started(name, EvalRecord(name, CANCELLED, error="the run stopped before it was evaluated"))
 
     # -- the end ----------------------------------------------------------------------------------
     def finish(self, stopped: bool) -> dict:
@@ -165,7 +158,7 @@ class EvalKeeper:
             else:
                 self.published(name)
         with self._lock:
-            self._closed = True  # what is announced from now on is released, not evaluated
+            self._book.close()  # what is announced from now on is released, not evaluated
         self._ending.set()
         self._poller.join(timeout=STOPPED_WAIT_S if stopped else 30)
         deadline = time.monotonic() + (0 if stopped else self.plan.timeout_s)
@@ -174,9 +167,11 @@ class EvalKeeper:
             time.sleep(POLL_S)
         self._poll()  # what finished since the poller's last round is an outcome, not a cancellation
         why = "the run stopped before it ended" if stopped else "not done when the run ended"
-        for name in list(self._tasks):
+        with self._lock:
+            unsettled = self._book.unsettled()
+        for name in unsettled:
             self._stop(name, CANCELLED, why)
-        best = self._best
+        best = self._book.best
         self._release_holds(best, stopped)
         if self.curves is not None:  # before the driver finishes the curves: this caller's points are all in
             if best is not None:
@@ -188,7 +183,7 @@ class EvalKeeper:
             except Exception as exc:  # the curves never cost the outcomes
                 log.warning("the evaluations' last points may be missing from the curves: %s", exc)
         return {
-            "evaluations": [self._records[n].as_summary() for n in sorted(self._records, key=int)],
+            "evaluations": [self._book.records[n].as_summary() for n in sorted(self._book.records, key=int)],
             "best": None if best is None else best_entry(best, self.plan.metric),
         }
 
@@ -202,16 +197,6 @@ class EvalKeeper:
             )
         except Exception as exc:  # a keeper that cannot answer holds nothing that outlives the run
             log.warning("evaluations: the checkpoints held for them could not be released: %s", exc)
-
-
-def kept_best(best: EvalRecord | None, record: EvalRecord, metric: str) -> tuple[EvalRecord | None, str | None]:
-    """The best after ``record``, and the checkpoint no longer worth holding: ``record`` unless it is the new best
-    (a tie keeps the earlier one), else the best it replaces (None if there was none)."""
-    if not metric or metric not in record.metrics:
-        return best, record.checkpoint
-    if best is not None and BEST_METRICS[metric](best.metrics[metric], record.metrics[metric]) == best.metrics[metric]:
-        return best, record.checkpoint
-    return record, best.checkpoint if best is not None else None
 
 
 def best_entry(best: EvalRecord, metric: str) -> dict:

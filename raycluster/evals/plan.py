@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from raycluster.cluster_config import ClusterConfig
 from raycluster.errors import UsageError
 from raycluster.evals.resources import HELD_OUT_METRICS, task_options
+from raycluster.evals.settings import EvalSettings
 
 INLINE_OFF = ("--eval_steps=0", "--env_eval_freq=0")
 """LeRobot's own evaluations inside its loop (the same names in 0.6.x and main); the last flag given wins."""
@@ -29,18 +29,18 @@ class EvalPlan:
         return "cuda" if self.options.get("num_gpus") else "cpu"
 
 
-def plan_for_run(cluster: ClusterConfig, cfg) -> EvalPlan | None:
+def plan_for_run(settings: EvalSettings, cfg) -> EvalPlan | None:
     """The run's evaluation plan (None without ``--cluster.async_eval``); a run that asks for evaluations it
     cannot get is refused here, before any cluster starts."""
-    if not cluster.async_eval:
+    if not settings.enabled:
         return None
     split = getattr(cfg.dataset, "eval_split", 0.0) if cfg.dataset is not None else 0.0
     plan = EvalPlan(
         held_out=split > 0,
         rollouts=cfg.env is not None,
-        options=task_options(cluster.eval_resources),
-        timeout_s=cluster.eval_timeout_s,
-        metric=cluster.keep_best,
+        options=task_options(settings.resources),
+        timeout_s=settings.timeout_s,
+        metric=settings.keep_best,
     )
     if not (plan.held_out or plan.rollouts):
         raise UsageError(

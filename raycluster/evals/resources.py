@@ -1,15 +1,11 @@
-"""``--cluster.eval_resources`` as Ray's task options, and the evaluation flags' own checks (no Ray needed)."""
+"""``--cluster.eval_resources`` as Ray's task options (no Ray needed)."""
 
 from __future__ import annotations
 
 import json
 import math
-from typing import TYPE_CHECKING
 
 from raycluster.errors import UsageError
-
-if TYPE_CHECKING:
-    from raycluster.cluster_config import ClusterConfig
 
 BEST_METRICS = {"eval_loss": min, "pc_success": max, "avg_sum_reward": max, "avg_max_reward": max}
 """``--cluster.keep_best``'s names, and which way is better."""
@@ -48,18 +44,3 @@ def wanted(options: dict) -> dict[str, float]:
         if options.get(KEYWORDS[name]):
             asked[name] = options[KEYWORDS[name]]
     return {name: amount for name, amount in asked.items() if amount}
-
-
-def check_eval_flags(cluster: ClusterConfig) -> None:
-    task_options(cluster.eval_resources)
-    if not (math.isfinite(cluster.eval_timeout_s) and cluster.eval_timeout_s > 0):
-        raise UsageError(f"--cluster.eval_timeout_s must be a number of seconds > 0, got {cluster.eval_timeout_s}")
-    if cluster.keep_best and cluster.keep_best not in BEST_METRICS:
-        names = ", ".join(f"{n} ({'lower' if d is min else 'higher'} is better)" for n, d in BEST_METRICS.items())
-        raise UsageError(f"--cluster.keep_best={cluster.keep_best}: not a metric; one of {names}")
-    if cluster.keep_best and not cluster.async_eval:
-        raise UsageError(f"--cluster.keep_best={cluster.keep_best} needs --cluster.async_eval=true")
-    if cluster.async_eval and not cluster.checkpoint_dir:
-        raise UsageError(
-            "--cluster.async_eval=true evaluates the checkpoints the keeper publishes: give --cluster.checkpoint_dir"
-        )

@@ -11,12 +11,12 @@ import ray
 
 from raycluster.checkpoints.scratch import owned_suffix, remove_orphans
 from raycluster.checkpoints.transfer import fetch_directory
-from raycluster.evals.held_out import held_out_loss
 from raycluster.evals.plan import EvalPlan
-from raycluster.evals.policy_loading import train_config
-from raycluster.evals.rollouts import rollout_metrics
 from raycluster.faults import Faults
-from raycluster.training.lerobot_api import PRETRAINED_MODEL
+from raycluster.lerobot.api import PRETRAINED_MODEL
+from raycluster.lerobot.held_out import held_out_loss
+from raycluster.lerobot.policy_loading import train_config
+from raycluster.lerobot.rollouts import rollout_metrics
 
 log = logging.getLogger(__name__)
 

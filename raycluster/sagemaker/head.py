@@ -19,6 +19,7 @@ from raycluster.sagemaker.failure import SIGTERM_REASON, HostFailure, JobFailed,
 from raycluster.sagemaker.host_node import node_spec
 from raycluster.sagemaker.interactive import stay_interactive
 from raycluster.sagemaker.job_plan import PROBE_SCRIPT, job_script, probe_flags
+from raycluster.sagemaker.members import Members
 from raycluster.sagemaker.outcome import OutcomeServer
 from raycluster.sagemaker.reaper import OrphanReaper
 from raycluster.sagemaker.stop_budget import StopBudget
@@ -41,8 +42,8 @@ class Head:
     ):
         self.topology, self.settings, self.flags, self.stop, self.reaper = topology, settings, flags, stop, reaper
         self.ips = {host: resolve(host) for host in topology.hosts}
-        self.host_of = {ip: host for host, ip in self.ips.items()}
         self.state = ClusterState(DASHBOARD)
+        self.members = Members(self.state, self.ips, stop)
         self.budget = StopBudget(settings.stop_timeout_s)
         self.node: RayNode | None = None
         self.started = time.monotonic()
@@ -65,7 +66,7 @@ class Head:
                     f"see {node.spec.temp_dir}/ray-start.log"
                 )
             formed = True
-            self._wait_for_hosts()
+            self.members.wait_for_all(self.settings.join_timeout_s)
             log.info("cluster formed: %d nodes in %.1fs", len(self.ips), time.monotonic() - self.started)
             code = self._run_jobs()
             return code
@@ -98,42 +99,6 @@ class Head:
             raise failure
         return code
 
-    def _wait_for_hosts(self) -> None:
-        expected = set(self.ips.values())
-        deadline = time.monotonic() + self.settings.join_timeout_s
-        while time.monotonic() < deadline and not self.stop.is_set():
-            if expected <= self._alive():
-                return
-            time.sleep(1)
-        missing = ", ".join(sorted(self.host_of[ip] for ip in expected - self._alive()))
-        if self.stop.is_set():
-            raise Stopped(f"stopped by SIGTERM while waiting for {missing} to join")
-        raise HostFailure(
-            f"host(s) {missing} never joined the Ray cluster within {self.settings.join_timeout_s:g}s "
-            "(entry.join_timeout_s); see that host's log"
-        )
-
-    def _alive(self) -> set[str]:
-        try:
-            return self.state.alive_node_ips()
-        except Exception as exc:  # the dashboard briefly not answering is not a verdict
-            log.debug("no answer from the dashboard: %s", exc)
-            return set()
-
-    def _lost(self) -> HostFailure | None:
-        """Why the job must stop now, if it must: our own SIGTERM, or a host that left the cluster."""
-        if self.stop.is_set():  # first, before asking the dashboard anything
-            return Stopped(SIGTERM_REASON)
-        alive = self._alive()
-        lost = set(self.ips.values()) - alive if alive else set()  # no answer is not a verdict
-        # SageMaker stops every host at once: a worker that left on its own SIGTERM is no failure.
-        if lost and self.stop.wait(2):
-            return Stopped(SIGTERM_REASON)
-        if lost:
-            hosts = ", ".join(sorted(self.host_of[ip] for ip in lost))
-            return HostFailure(f"host(s) {hosts} left the Ray cluster during the job")
-        return None
-
     def _run_job(self, script: Path, flags: list[str]) -> int:
         if self.stop.is_set():  # nothing is submitted after SIGTERM
             raise Stopped(f"{SIGTERM_REASON}, before the job started")
@@ -141,8 +106,12 @@ class Head:
         # connections but never answers would keep every host up until SageMaker's MaxRuntime. A job the Jobs API
         # took is stopped as any running job is, below; one it takes after we gave up ends with the head's node.
         logs = self.node.spec.temp_dir / "session_latest" / "logs"
-        submitted, job = call_within(SUBMIT_S, lambda: SubmittedJob(DASHBOARD, script, flags, SCRATCH / "job-reports", logs),
-                                "submitting the job", stop=self.stop)  # fmt: skip
+        submitted, job = call_within(
+            SUBMIT_S,
+            lambda: SubmittedJob(DASHBOARD, script, flags, SCRATCH / "job-reports", logs),
+            "submitting the job",
+            stop=self.stop,
+        )
         if not submitted and self.stop.is_set():
             raise Stopped(f"{SIGTERM_REASON}, before the job started")
         if not submitted:
@@ -181,7 +150,7 @@ class Head:
                 return failure, True
             silent_since = None if answered else silent_since or time.monotonic()
             if failure is None:
-                failure = self._lost() or self._gone(silent_since)
+                failure = self.members.lost() or self._gone(silent_since)
                 if failure is not None:
                     log.error("%s; stopping the job", failure)
                     # The job supervisor SIGKILLs the driver at stop_timeout_s; a little more for it to report.
@@ -244,6 +213,6 @@ class Head:
         def released() -> bool:
             now = time.monotonic()
             waiting = {ip for ip in workers - outcome.told if now - outcome.polled.get(ip, now) < GONE_AFTER_S}
-            return not waiting and self._alive() <= {head_ip}
+            return not waiting and self.members.alive() <= {head_ip}
 
         wait_for(released, min(self.budget.release_s, self.stop.until(self.budget.head_node_stop_at)))

@@ -25,9 +25,13 @@ HEAD_ENDED = "stopped by SIGTERM; the head ended the cluster"
 
 class WorkerHost:
     def __init__(
-        self, topology: Topology, settings: EntrySettings, stop: StopClock, reaper: OrphanReaper,
+        self,
+        topology: Topology,
+        settings: EntrySettings,
+        stop: StopClock,
+        reaper: OrphanReaper,
         faults: Faults = NO_FAULTS,
-    ):  # fmt: skip
+    ):
         self.topology, self.settings, self.stop, self.reaper, self.faults = topology, settings, stop, reaper, faults
         self.head_ip = resolve(topology.head_host)
         self.budget = StopBudget(settings.stop_timeout_s)
@@ -106,8 +110,10 @@ class WorkerHost:
             self.restarted = True
             log.warning(
                 "the Ray node on %s exited (code %s) before it joined the cluster (%s): starting it again, once",
-                self.topology.current_host, node.process.returncode, node.last_words(),
-            )  # fmt: skip
+                self.topology.current_host,
+                node.process.returncode,
+                node.last_words(),
+            )
             node.stop(timeout=5)  # its process group: a raylet left running would join as a second node
             return self._start_node(first=False)
         raise HostFailure(

@@ -12,17 +12,16 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from raycluster.errors import UsageError
 from raycluster.faults import forwarded
-from raycluster.launch.trainer import Staged
 from raycluster.layout import SCRATCH
 from raycluster.sagemaker.stop_budget import SIGKILL_AFTER_S
 from raycluster.sim.aws_relay import AwsRelay
 from raycluster.sim.network import SimNetwork
 from raycluster.sim.opt_ml import host_names, lay_out_opt_ml
+from raycluster.sim.spec import SimSpec
 
 log = logging.getLogger(__name__)
 
@@ -30,21 +29,6 @@ OPT_ML = Path("/opt/ml")
 KILL_AFTER_S = int(SIGKILL_AFTER_S)
 PASSED_ENV = ("PATH", "LANG", "HF_HUB_OFFLINE", "WANDB_MODE")
 ROLE_CREDENTIALS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
-
-
-@dataclass(frozen=True)
-class SimSpec:
-    hosts: int
-    workdir: Path
-    staged: Staged
-    """The CreateTrainingJob request and the ``code`` and ``sm_drivers`` channels the SageMaker SDK made."""
-    channels: dict[str, Path]
-    """Data channels, by name, from local directories (the request's S3 channels cannot be fetched here)."""
-    checkpoints: Path | None = None
-    """Copied into every host's /opt/ml/checkpoints first, as SageMaker restores them for a restarted job."""
-    aws_endpoint: str | None = None
-    """An AWS endpoint on this machine's loopback (a moto server) that the hosts reach, with the caller's
-    AWS_* credentials standing for the job's role; without it the hosts have neither."""
 
 
 def container_env(spec: SimSpec, host: str, aws_url: str | None) -> dict[str, str]:

@@ -6,12 +6,9 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from raycluster.errors import UsageError
-
-if TYPE_CHECKING:
-    from raycluster.sim.job import SimSpec
+from raycluster.sim.spec import SimSpec
 
 
 def host_names(n: int) -> list[str]:

@@ -18,7 +18,7 @@ import ray
 import torch
 import torch.distributed as dist
 
-from raycluster.training.lerobot_api import LoopHooks
+from raycluster.lerobot.api import LoopHooks
 
 log = logging.getLogger(__name__)
 

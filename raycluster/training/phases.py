@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import ray
 from ray.train import UserCallback
 
-from raycluster.training.lerobot_api import LoopHooks
+from raycluster.lerobot.api import LoopHooks
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,9 @@ as LeRobot main's collective save is under `raycluster train` (which needs GPUs 
 
 One rank per host. Each step adds ``step / 1000`` to every weight, so the weights of step s are known on every rank. Flags:
 ``--kill_at=K``: attempt 1's rank on the last host SIGKILLs itself after its shards of step K are written and
-before its part is shipped (the part never comes; Ray Train restarts the group). ``--step_s``: pause per step.
+before its part is shipped (the part never comes; Ray Train restarts the group). ``--kill_store_at=K``: attempt 2's
+lead rank on the last host kills its host's part store once step K is saved (Ray starts it again). ``--step_s``:
+pause per step.
 ``--resume_only``: load the newest complete checkpoint and check it, nothing more. ``--payload_mb``: each rank
 also saves that much of optimizer-like state. ``--wait_each``: rank 0 waits until each checkpoint is complete and
 prints how long it took (the benchmark).
@@ -34,12 +36,13 @@ from torch.distributed.device_mesh import init_device_mesh  # noqa: E402
 from torch.distributed.fsdp import fully_shard  # noqa: E402
 
 from raycluster.checkpoints.keeper import keeper_and_part_stores  # noqa: E402
+from raycluster.lerobot.api import checkpoints_dir, loop_wrappers  # noqa: E402
 from raycluster.logs import configure  # noqa: E402
 from raycluster.training.journal import RunJournal  # noqa: E402
-from raycluster.training.lerobot_api import checkpoints_dir, loop_wrappers  # noqa: E402
-from raycluster.training.resume import agree_on_start  # noqa: E402
-from raycluster.training.shipping import checkpoint_shipping, outcome  # noqa: E402
-from raycluster.training.worker import local_part_store, rank_hosts  # noqa: E402
+from raycluster.training.worker.loop import rank_hosts  # noqa: E402
+from raycluster.training.worker.publishing import local_part_store  # noqa: E402
+from raycluster.training.worker.resume import agree_on_start  # noqa: E402
+from raycluster.training.worker.shipping import checkpoint_shipping, outcome  # noqa: E402
 
 SHARDS = Path("pretrained_model") / "pytorch_model_fsdp_0"  # where LeRobot main puts a sharded model
 
@@ -146,6 +149,9 @@ def loop(config: dict) -> dict | None:
             print(f"attempt {attempt}: step {step} saved", flush=True)
         dist.barrier()
         saved = time.monotonic()
+        if attempt == 2 and step == config["kill_store_at"] and shipping and hosts.index(hosts[-1]) == rank:
+            print(f"rank {rank}: killing my host's part store after step {step}", flush=True)
+            ray.kill(part_store, no_restart=False)  # its process dies, as the OOM killer would end it
         if config["wait_each"] and rank == 0:
             assert outcome(config["checkpoint_keeper"], step_dir.name, poll_s=0.01) is None, (
                 f"checkpoint {step} not published"
@@ -166,6 +172,7 @@ if __name__ == "__main__":
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--kill_at", type=int, default=0)
+    parser.add_argument("--kill_store_at", type=int, default=0)
     parser.add_argument("--step_s", type=float, default=0.0)
     parser.add_argument("--payload_mb", type=int, default=0)
     parser.add_argument("--resume_only", type=lambda v: str(v).lower() == "true", default=False)

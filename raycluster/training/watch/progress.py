@@ -17,8 +17,8 @@ from dataclasses import dataclass, replace
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from raycluster.training.lerobot_api import LoopHooks
-from raycluster.training.rank_process import BytesMoved, started_at
+from raycluster.lerobot.api import LoopHooks
+from raycluster.training.watch.rank_process import BytesMoved, started_at
 
 log = logging.getLogger(__name__)
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import ray
 
-from raycluster.training.hang_report import Hang, describe, shown_in_the_log, stacks_text
-from raycluster.training.progress import (
+from raycluster.training.watch.hang_report import Hang, describe, shown_in_the_log, stacks_text
+from raycluster.training.watch.progress import (
     AGREEING,
     DONE,
     PUBLISHING,
@@ -31,7 +31,7 @@ from raycluster.training.progress import (
     Beat,
     board_on_this_node,
 )
-from raycluster.training.stacks import stack_taker
+from raycluster.training.watch.stacks import stack_taker
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +120,7 @@ class Watchdog:
     def __init__(self, watched: Watched, allowances: Allowances, report_dirs: list[Path]):
         self.watched, self.allowances, self.report_dirs = watched, allowances, report_dirs
         self._answered: dict[int, float] = {}
+        """Group -> when its hang was last answered; only groups Ray Train has not failed yet."""
         self._unheard_since: dict[int, float] = {}
         """Group -> since when a hang of it has had ranks the board holds no beat of."""
 
@@ -153,7 +154,10 @@ class Watchdog:
     def check(self) -> Hang | None:
         """One look at the board: the hang answered now, if any."""
         watched = self.watched
-        hang = find_hang(watched.beats(watched.failed_through()), self.allowances)
+        failed = watched.failed_through()
+        # A group Ray Train failed is never watched again: forgotten, so a thousand restarts keep one group's worth.
+        self._answered = {attempt: at for attempt, at in self._answered.items() if attempt > failed}
+        hang = find_hang(watched.beats(failed), self.allowances)
         # A failure Ray Train saw between the two reads ended that group: it is over, not hung.
         if hang is None or hang.attempt <= watched.failed_through():
             self._unheard_since.clear()  # a rank missed before a group made progress again is counted afresh

@@ -15,7 +15,7 @@ import ray
 
 from raycluster.checkpoints.pacing import Drop, ShipQueue, Stage
 from raycluster.checkpoints.transfer import prune_older
-from raycluster.training.lerobot_api import LoopHooks
+from raycluster.lerobot.api import LoopHooks
 
 log = logging.getLogger(__name__)
 
@@ -150,9 +150,7 @@ class Shipping(LoopHooks):
             self.shipper.submit(step_dir)
 
 
-def checkpoint_shipping(
-    part_stores: dict, keeper, rank: int, hosts: list[str], attempt: int, every_rank_saves: bool
-):  # fmt: skip
+def checkpoint_shipping(part_stores: dict, keeper, rank: int, hosts: list[str], attempt: int, every_rank_saves: bool):
     """This rank's ``(shipper, hook)``, or None where it ships nothing (or no keeper takes checkpoints): with
     ``every_rank_saves`` (LeRobot main) the lowest rank of each host ships its host's part, else rank 0 ships the
     whole checkpoint."""

@@ -13,7 +13,7 @@ import ray
 import torch.distributed as dist
 
 from raycluster.checkpoints.transfer import fetch_directory
-from raycluster.training.lerobot_api import (
+from raycluster.lerobot.api import (
     PRETRAINED_MODEL,
     checkpoints_dir,
     newest_checkpoint,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from raycluster.training.progress import Beat
+from raycluster.training.watch.progress import Beat
 
 NO_ANSWER = ("unknown", "none", "the host did not answer")
 SPELLED_OUT = 4

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from raycluster.evals.policy_loading import load_policy
+from raycluster.lerobot.policy_loading import load_policy
 
 
 def held_out_datasets(cfg):

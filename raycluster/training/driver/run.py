@@ -8,60 +8,44 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import shutil
 import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import fields
 from pathlib import Path
 
 import ray
 from ray.train import FailureConfig, RunConfig, ScalingConfig
 from ray.train.torch import TorchTrainer
 
-from raycluster.checkpoints.store import open_store
+from raycluster.checkpoints.roots import open_store
 from raycluster.cluster_config import ClusterConfig
 from raycluster.connect import check_capacity, ray_cluster
 from raycluster.curves.keeper import curves_for_run, finish_curves
-from raycluster.dataset import check_dataset_root
 from raycluster.evals.plan import inline_off, plan_for_run
 from raycluster.faults import NO_FAULTS, Faults
-from raycluster.ledger import keep_start, ledger_path, process_started, start_entry
-from raycluster.training.causes import failure_cause
-from raycluster.training.interrupt import StopRequest, fit_listening, forward_to_journal
-from raycluster.training.journal import RunJournal
-from raycluster.training.keepers import RunKeepers, evaluated, keepers_for_run
-from raycluster.training.lerobot_api import (
-    LAST,
-    PRETRAINED_MODEL,
-    checkpoints_dir,
+from raycluster.ledger import process_started
+from raycluster.lerobot.api import (
     flag_value,
     parse_train_config,
     resumed_step,
 )
-from raycluster.training.lerobot_lines import installed_line
-from raycluster.training.paths import absolute_paths
-from raycluster.training.phases import FailureSeen, Phase, Timeline, mark_phases, say, timeline
-from raycluster.training.ray_train_env import set_ray_train_defaults
-from raycluster.training.recorder import LOSS_WINDOW
-from raycluster.training.summary import Measured, RunSummary
-from raycluster.training.watchdog import Allowances, watch_for_hangs
-from raycluster.training.worker import WorkerConfig, WorkerResult, train_loop_per_worker
+from raycluster.lerobot.dataset import check_dataset_root
+from raycluster.lerobot.lines import installed_line
+from raycluster.training.driver.causes import failure_cause
+from raycluster.training.driver.keepers import RunKeepers, evaluated, keepers_for_run
+from raycluster.training.driver.outcome import TrainingFailed, kept_ledger, report, summarize
+from raycluster.training.driver.paths import absolute_paths
+from raycluster.training.driver.ray_train_env import set_ray_train_defaults
+from raycluster.training.interrupt import StopRequest, fit_listening, forward_to_journal
+from raycluster.training.journal import RunJournal
+from raycluster.training.phases import FailureSeen, Phase, mark_phases, timeline
+from raycluster.training.summary import RunSummary
+from raycluster.training.watch.watchdog import Allowances, watch_for_hangs
+from raycluster.training.worker.config import WorkerConfig, WorkerResult
+from raycluster.training.worker.loop import train_loop_per_worker
 
 log = logging.getLogger(__name__)
-
-
-class TrainingFailed(Exception):
-    """The Ray Train run ended in an error; the message says which and where."""
-
-
-class TrainingStopped(Exception):
-    """A signal stopped the run before its last step; the message says at which step and what was saved."""
-
-    def __init__(self, message: str, signal: int):
-        super().__init__(message)
-        self.signal = signal
 
 
 def has_complete_checkpoint(root: str) -> bool:
@@ -84,17 +68,17 @@ def prepare_lerobot_args(cluster: ClusterConfig, args: list[str], resuming: bool
     would have made one up from the clock. A run that will resume from the keeper's checkpoint is only
     parsed: its output dir may exist, and LeRobot validates the saved config when it resumes."""
     line = installed_line()
-    args = line.plan_args(args, cluster)
+    args = line.plan_args(args, cluster.line())
     if cluster.async_eval:  # every checkpoint is evaluated apart instead (raycluster/evals)
         args = inline_off(args)
     resumed_step(args)  # a --config_path we could not read a step from: refused before any cluster starts
     cfg = parse_train_config(args, validate=not resuming)
-    line.check_config(cfg, cluster)
+    line.check_config(cfg, cluster.line())
     if cfg.dataset is not None and cfg.dataset.root is not None:
         check_dataset_root(Path(cfg.dataset.root))
     if flag_value(args, "output_dir") is None:
         args = [*args, f"--output_dir={cfg.output_dir}"]
-    return cfg, args, plan_for_run(cluster, cfg)
+    return cfg, args, plan_for_run(cluster.evals(), cfg)
 
 
 def make_trainer(
@@ -102,10 +86,18 @@ def make_trainer(
 ) -> TorchTrainer:
     """Ray Train's TorchTrainer over ``train_loop_per_worker``, publishing through the run's keepers."""
     worker = WorkerConfig(
-        args, cluster.use_gpu, cluster.mixed_precision, journal, checkpoint_keeper=keepers.checkpoints,
-        part_stores=keepers.part_stores, model_keeper=keepers.model, curves=curves, sharding=cluster.sharding,
-        progress=board, beats_every_s=Allowances.for_timeout(cluster.hang_timeout_s).beats_every_s(),
-    )  # fmt: skip
+        args,
+        cluster.use_gpu,
+        cluster.mixed_precision,
+        journal,
+        checkpoint_keeper=keepers.checkpoints,
+        part_stores=keepers.part_stores,
+        model_keeper=keepers.model,
+        curves=curves,
+        sharding=cluster.sharding,
+        progress=board,
+        beats_every_s=Allowances.for_timeout(cluster.hang_timeout_s).beats_every_s(),
+    )
     set_ray_train_defaults(os.environ)
     return TorchTrainer(
         train_loop_per_worker,
@@ -121,34 +113,6 @@ def make_trainer(
             callbacks=[FailureSeen(journal)],
         ),
     )
-
-
-def summarize(
-    result: WorkerResult, cfg, restarts: int, times: Timeline, stopped_by: str | None, curves, evals: dict, ledger
-) -> RunSummary:
-    measured = {f.name: getattr(result, f.name) for f in fields(Measured)}
-    return RunSummary(
-        **measured,
-        steps=cfg.steps,
-        restarts=restarts,
-        wall_s=times.phases["summary_written"],
-        phases=times.phases,
-        recoveries=times.recoveries,
-        effective_batch_size=cfg.batch_size * result.world_size,
-        output_dir=str(Path(cfg.output_dir).resolve()),
-        stopped_by=stopped_by if result.interrupted_at is not None else None,
-        curves=curves,
-        evaluations=evals["evaluations"],
-        best=evals["best"],
-        ledger=ledger,
-    )
-
-
-def kept_ledger(cluster: ClusterConfig, output_dir: Path, started: float, times: Timeline, steps: list) -> dict | None:
-    """This start added to the job's ledger, kept beside the checkpoints."""
-    entry = start_entry(cluster.started_at or started, started, times.phases, times.recoveries, steps)
-    scratch = Path(cluster.staging_dir) if cluster.staging_dir else None
-    return keep_start(ledger_path(cluster.checkpoint_dir, output_dir), entry, scratch)
 
 
 def run_training(
@@ -201,48 +165,3 @@ def run_training(
     summary = summarize(result, cfg, attempts - 1, times, stop.name, png, evals, ledger)
     report(summary, cluster, result, stop)
     return summary
-
-
-def report(summary: RunSummary, cluster: ClusterConfig, result: WorkerResult, stop: StopRequest) -> None:
-    """Write the summary, log the outcome, and raise if the run stopped early or lost its newest checkpoint."""
-    output_dir = Path(summary.output_dir)
-    path = summary.write(output_dir)
-    if cluster.model_dir:
-        summary.write(Path(cluster.model_dir))
-    if summary.curves:
-        log.info("curves: %s; the dashboard: raycluster curves %s", summary.curves, output_dir)
-        if cluster.model_dir:
-            shutil.copy2(summary.curves, Path(cluster.model_dir) / Path(summary.curves).name)
-    log.info(
-        "done: step %s/%s, loss %.4f -> %.4f (mean of the first and last %d steps), %.1f samples/s, "
-        "checkpoints %s, %.1fs; summary at %s",
-        summary.final_step,
-        summary.steps,
-        summary.loss_first or float("nan"),
-        summary.loss_last or float("nan"),
-        LOSS_WINDOW,
-        summary.samples_per_s or 0.0,
-        summary.checkpoints,
-        summary.wall_s,
-        path,
-    )
-    say(summary.phases, summary.recoveries)
-    if summary.stopped_by:
-        step = result.interrupted_at
-        log.info(
-            "%s: stopped after step %d, saved and published %.1fs after the signal",
-            summary.stopped_by,
-            step,
-            time.monotonic() - stop.asked_at,
-        )
-        why = result.lost or "no checkpoint was written (--save_checkpoint=false?)"
-        saved = f"checkpoint {step} saved" if step in summary.checkpoints else f"checkpoint {step} NOT saved: {why}"
-        raise TrainingStopped(f"stopped by {summary.stopped_by} at step {step}; {saved}", stop.signal)
-    if result.lost:
-        # Training went on meanwhile, but a run whose newest checkpoint is not where it must be is no success.
-        raise TrainingFailed(result.lost)
-    if summary.checkpoints:
-        log.info(
-            "trained policy: %s (LeRobot loads it with <Policy>.from_pretrained(path))",
-            checkpoints_dir(output_dir) / LAST / PRETRAINED_MODEL,
-        )

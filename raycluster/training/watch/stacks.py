@@ -24,7 +24,7 @@ import psutil
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from raycluster.training.rank_process import started_at
+from raycluster.training.watch.rank_process import started_at
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +61,10 @@ def by_py_spy(pid: int, spy: str) -> str | None:
     try:
         done = subprocess.run(
             [spy, "dump", "--pid", str(pid), "--subprocesses", "--nonblocking"],
-            capture_output=True, text=True, timeout=PY_SPY_TIMEOUT_S,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=PY_SPY_TIMEOUT_S,
+        )
     except subprocess.TimeoutExpired:
         return None
     return done.stdout if done.returncode == 0 and done.stdout.strip() else None

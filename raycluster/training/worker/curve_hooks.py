@@ -8,7 +8,7 @@ from pathlib import Path
 import psutil
 import torch
 
-from raycluster.training.lerobot_api import LoopHooks
+from raycluster.lerobot.api import LoopHooks
 
 GB = 1024**3
 

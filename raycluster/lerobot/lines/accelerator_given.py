@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from raycluster.cluster_config import ClusterConfig
 from raycluster.errors import UsageError
-from raycluster.training.lerobot_api import lerobot_argv
-from raycluster.training.lerobot_lines import Placement
+from raycluster.lerobot.api import lerobot_argv
+from raycluster.lerobot.lines import LineSettings, Placement
 
 
 def mixed_precision(cfg, use_gpu: bool) -> str | None:
@@ -43,7 +42,7 @@ class AcceleratorGiven:
     name = "LeRobot 0.6.x (train(cfg, accelerator))"
     saves_on_every_rank = False
 
-    def plan_args(self, args: list[str], cluster: ClusterConfig) -> list[str]:
+    def plan_args(self, args: list[str], cluster: LineSettings) -> list[str]:
         if cluster.sharding != "none":
             raise UsageError(
                 f"--cluster.sharding={cluster.sharding} needs LeRobot main (train(cfg) with --parallelism.*); "
@@ -51,7 +50,7 @@ class AcceleratorGiven:
             )
         return args
 
-    def check_config(self, cfg, cluster: ClusterConfig) -> None:
+    def check_config(self, cfg, cluster: LineSettings) -> None:
         """0.6.x saves safetensors only: nothing to refuse."""
 
     def worker_args(self, args: list[str], hosts: list[str], sharding: str) -> list[str]:

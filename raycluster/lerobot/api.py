@@ -1,5 +1,5 @@
 """Every place raycluster reaches into LeRobot that both supported lines share (LeRobot 0.6.x and LeRobot
-main); how ``train`` itself is called differs between them and lives in ``lerobot_lines/``, one module per
+main); how ``train`` itself is called differs between them and lives in ``lines/``, one module per
 line. The touch points, each with a test in ``tests/test_lerobot_api.py``:
 
 - its flag parser (``parser.wrap`` over ``TrainPipelineConfig``, which reads ``sys.argv``);
@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from raycluster.errors import UsageError
-from raycluster.training.stderr_copy import StderrCopy
+from raycluster.lerobot.stderr_copy import StderrCopy
 
 CHECKPOINTS, LAST, PRETRAINED_MODEL = "checkpoints", "last", "pretrained_model"
 """LeRobot's names (``lerobot.utils.constants``), here so that no other module imports LeRobot for them."""
@@ -195,7 +195,7 @@ def hooked(hooks: Sequence[LoopHooks]) -> Iterator[None]:
     from lerobot.scripts import lerobot_train
     from lerobot.utils.logging_utils import MetricsTracker
 
-    from raycluster.training.log_lines import LoggedProgress
+    from raycluster.lerobot.log_lines import LoggedProgress
 
     owners = {name: lerobot_train for name in (*LOOP_FUNCTIONS, "tqdm")} | {"reset_averages": MetricsTracker}
     originals = {name: getattr(owner, name) for name, owner in owners.items()}

@@ -6,7 +6,7 @@ chosen by what the installed LeRobot offers, never by its version text.
   ``--parallelism.*``/``--accelerator.*``, on the process group Ray Train made.
 
 Everything else raycluster touches in LeRobot (its parser, the loop's hooks, the checkpoint layout) is the
-same in both and stays in ``raycluster/training/lerobot_api.py``. The next generation is one more module here
+same in both and stays in ``raycluster/lerobot/api.py``. The next generation is one more module here
 and one more branch in ``installed_line``.
 """
 
@@ -16,13 +16,23 @@ import inspect
 from dataclasses import dataclass
 from typing import Protocol
 
-from raycluster.cluster_config import ClusterConfig
 from raycluster.errors import UsageError
 
 SUPPORTED = (
     "LeRobot 0.6.x (train(cfg, accelerator): pip install 'lerobot[training]==0.6.1') or LeRobot main "
     "(train(cfg) with --parallelism.*: its wheel, see the README)"
 )
+
+
+@dataclass(frozen=True)
+class LineSettings:
+    """Our flags that decide how LeRobot's flags are planned on a line (``ClusterConfig.line()`` gives them)."""
+
+    num_workers: int = 1
+    sharding: str = "none"
+    """``--cluster.sharding``: ``none``, ``fsdp`` or ``hsdp``."""
+    mixed_precision: str = "auto"
+    model_dir: str = ""
 
 
 @dataclass(frozen=True)
@@ -41,11 +51,11 @@ class LeRobotLine(Protocol):
     saves_on_every_rank: bool
     """LeRobot's save is a collective: every rank writes its own shards on its own host (LeRobot main)."""
 
-    def plan_args(self, args: list[str], cluster: ClusterConfig) -> list[str]:
+    def plan_args(self, args: list[str], cluster: LineSettings) -> list[str]:
         """On the driver, before any worker starts: LeRobot's flags as this line takes ours; a combination it
         cannot run is refused (UsageError)."""
 
-    def check_config(self, cfg, cluster: ClusterConfig) -> None:
+    def check_config(self, cfg, cluster: LineSettings) -> None:
         """On the driver, once LeRobot has resolved the flags (a ``--config_path`` file included): a setting
         this line cannot honour with ours is refused (UsageError)."""
 
@@ -69,11 +79,11 @@ def installed_line() -> LeRobotLine:
 
     parameters = list(inspect.signature(lerobot_train.train).parameters)
     if parameters[:2] == ["cfg", "accelerator"]:
-        from raycluster.training.lerobot_lines.accelerator_given import AcceleratorGiven
+        from raycluster.lerobot.lines.accelerator_given import AcceleratorGiven
 
         return AcceleratorGiven()
     if parameters == ["cfg"] and find_spec("lerobot.distributed.factory") is not None:
-        from raycluster.training.lerobot_lines.accelerator_built import AcceleratorBuilt
+        from raycluster.lerobot.lines.accelerator_built import AcceleratorBuilt
 
         return AcceleratorBuilt()
     raise UsageError(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from raycluster.evals.policy_loading import load_policy
+from raycluster.lerobot.policy_loading import load_policy
 
 AGGREGATES = ("pc_success", "avg_sum_reward", "avg_max_reward", "n_episodes")
 

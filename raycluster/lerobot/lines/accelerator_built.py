@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from raycluster.cluster_config import ClusterConfig
 from raycluster.errors import UsageError
-from raycluster.training.lerobot_api import flag_value, lerobot_argv
-from raycluster.training.lerobot_lines import Placement
+from raycluster.lerobot.api import flag_value, lerobot_argv
+from raycluster.lerobot.lines import LineSettings, Placement
 
 PRECISION = "accelerator.mixed_precision"
 REPLICATE, SHARD = "parallelism.dp_replicate", "parallelism.dp_shard"
@@ -72,7 +71,7 @@ class AcceleratorBuilt:
     name = "LeRobot main (train(cfg), --parallelism.*)"
     saves_on_every_rank = True
 
-    def plan_args(self, args: list[str], cluster: ClusterConfig) -> list[str]:
+    def plan_args(self, args: list[str], cluster: LineSettings) -> list[str]:
         given = flag_value(args, PRECISION)
         if cluster.mixed_precision != "auto" and given is not None:
             raise UsageError(
@@ -91,7 +90,7 @@ class AcceleratorBuilt:
             complement(args, cluster.num_workers)
         return args
 
-    def check_config(self, cfg, cluster: ClusterConfig) -> None:
+    def check_config(self, cfg, cluster: LineSettings) -> None:
         # The resolved config, not the flag: `checkpoint_format: dcp` may come from a --config_path file.
         if cluster.model_dir and getattr(cfg.checkpoint_format, "value", cfg.checkpoint_format) == "dcp":
             raise UsageError(

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from raycluster.training.lerobot_api import LoopHooks
+from raycluster.lerobot.api import LoopHooks
 
 # Losses averaged at each end of the run, so that one noisy batch does not decide "the loss fell".
 LOSS_WINDOW = 5

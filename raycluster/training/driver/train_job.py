@@ -16,8 +16,9 @@ log = logging.getLogger(__name__)
 
 
 def train(argv: list[str]) -> int:
+    from raycluster.training.driver.outcome import TrainingFailed, TrainingStopped
+    from raycluster.training.driver.run import run_training
     from raycluster.training.interrupt import StopRequest
-    from raycluster.training.run import TrainingFailed, TrainingStopped, run_training
 
     try:
         cluster, lerobot_args = split_cluster_args(argv)
