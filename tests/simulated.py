@@ -125,11 +125,13 @@ def assert_clean() -> None:
     assert not left, "left behind by a simulated job: " + "; ".join(left)
 
 
-def wait_for_log(path: Path, text: str, timeout: float = 300, sim: Sim | None = None) -> None:
-    """Until ``text`` is in ``path``; given the ``sim`` that writes it, no longer than that sim runs."""
+def wait_for_log(path: Path, text: str | re.Pattern, timeout: float = 300, sim: Sim | None = None) -> None:
+    """Until ``text`` (a string, or a pattern searched for) is in ``path``; given the ``sim`` that writes it, no
+    longer than that sim runs."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if path.exists() and text in path.read_text():
+        log = path.read_text() if path.exists() else ""
+        if text.search(log) if isinstance(text, re.Pattern) else text in log:
             return
         if sim is not None and sim.process.poll() is not None:
             raise AssertionError(f"the simulated job ended before {text!r} appeared in {path}")

@@ -16,6 +16,7 @@ import shutil
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -85,6 +86,14 @@ RESTARTS = 3
 later checkpoint would fail on that host's part for the rest of the run."""
 
 
+def restarted() -> bool:
+    """This actor was started again by Ray (one question to Ray's control store). Ray's own property reads its
+    deprecated ``actor_id`` and would print a deprecation warning of three lines on every host at every start."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return bool(ray.get_runtime_context().was_current_actor_reconstructed)
+
+
 @ray.remote(num_cpus=0, max_concurrency=8, max_restarts=RESTARTS)
 class PartStore:
     def __init__(self, root: str, staging_dir: str, keeper, faults: Faults = NO_FAULTS):
@@ -95,7 +104,7 @@ class PartStore:
         remove_orphans(Path(staging_dir), "raycluster-parts-*")
         self.staging = Path(tempfile.mkdtemp(prefix="raycluster-parts-", suffix=owned_suffix(), dir=staging_dir))
         self.placements, self._calls = Placements(), NameCalls()
-        if ray.get_runtime_context().was_current_actor_reconstructed:
+        if restarted():
             keeper.part_store_restarted.remote(ray.get_runtime_context().current_actor)
             log.warning(
                 "the checkpoint part store on %s died and was started again: the parts it was staging or placing "

@@ -35,10 +35,10 @@ class FetchServing:
         for name in self.store.names():
             if int(name) >= int(older_than):
                 break
-            with self._lock:
-                busy = name in self._publishing or name in self.commits.placing
+            with self._lock:  # one this keeper committed has its record: no manifest read for it, each resume
+                known = name in self._publishing or name in self.commits.placing or name in self.commits.complete
             try:
-                unrecorded = not busy and self.store.manifest(name) is None
+                unrecorded = not known and self.store.manifest(name) is None
             except Exception:  # a record that cannot be read is not this check's to judge
                 unrecorded = False
             if unrecorded:
