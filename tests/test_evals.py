@@ -12,9 +12,9 @@ from conftest import COMMON, TINY_ACT, dataset_flags
 from raycluster.bootstrap import NodeSpec
 from raycluster.cluster_config import ClusterConfig
 from raycluster.errors import UsageError
-from raycluster.evals.book import kept_best
+from raycluster.evals.book import Admission, EvalBook, kept_best
 from raycluster.evals.plan import inline_off, plan_for_run
-from raycluster.evals.records import FAILED, VALIDATED, EvalRecord, curve_metrics
+from raycluster.evals.records import FAILED, SKIPPED, VALIDATED, EvalRecord, curve_metrics
 from raycluster.evals.resources import task_options, wanted
 from raycluster.launch.requirements import requirements
 from raycluster.lerobot.api import parse_train_config
@@ -114,6 +114,27 @@ def test_the_best_is_kept_and_the_one_it_replaces_released():
     higher = EvalRecord("000012", VALIDATED, {"pc_success": 40.0})
     assert kept_best(EvalRecord("000010", VALIDATED, {"pc_success": 20.0}), higher, "pc_success")[0] is higher
     assert kept_best(None, record("000002", 0.5), "")[1] == "000002"  # no --cluster.keep_best: nothing held
+
+
+def test_the_oldest_waiting_evaluations_give_way_even_to_an_announcement_that_came_late():
+    book = EvalBook("eval_loss", timeout_s=60.0, waiting_limit=2)
+
+    def admit(name: str) -> Admission:  # as the keeper does: the skipped ones are settled at once
+        admission = book.admit(name)
+        for skipped in admission.skip:
+            assert book.settle(EvalRecord(skipped, SKIPPED), now=0.0) == (True, skipped)
+        return admission
+
+    assert admit("000004").submit and book.started("000004", "10.0.0.3", now=0.0)  # the one slot, taken
+    assert admit("000006") == Admission(submit=True, newest="000006")
+    assert admit("000008") == Admission(submit=True, newest="000008")
+    # 000002's announcement comes late, after newer ones: it is the one skipped, not 000006.
+    assert admit("000002") == Admission(submit=False, skip=["000002"], newest="000008")
+    assert admit("000010") == Admission(submit=True, skip=["000006"], newest="000010")
+    # A task skipped while it waited for its slot is told not to run; one that began is told so again.
+    assert not book.started("000006", "10.0.0.3", now=1.0) and book.started("000004", "10.0.0.3", now=2.0)
+    assert book.running() == {"000004": (0.0, "10.0.0.3")}
+    assert sorted(book.unsettled()) == ["000004", "000008", "000010"]
 
 
 def test_a_record_is_one_log_line_and_its_curves_points_a_panel_family_of_their_own():

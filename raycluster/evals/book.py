@@ -8,7 +8,8 @@ The rules it keeps, whatever order the events come in:
 - a checkpoint gets one outcome, once; a late or repeated word changes nothing;
 - every checkpoint's hold is released once: when its outcome is in, unless it is the best, or at once when it
   has an outcome already or the run has ended; the best is released only when a better one replaces it;
-- at most ``waiting_limit`` evaluations wait for capacity: a newer checkpoint skips the oldest waiting one;
+- at most ``waiting_limit`` evaluations wait for capacity: a newer checkpoint skips the oldest waiting one, and one
+  skipped never runs (its task asks before it begins, and is told no);
 - an evaluation running longer than ``timeout_s`` from its start is due to be timed out.
 """
 
@@ -34,7 +35,10 @@ class Admission:
     """Release its hold now: it has an outcome already (a restarted attempt committed the step again), or the run
     has ended."""
     skip: list[str] = field(default_factory=list)
-    """Older evaluations still waiting for capacity, to be skipped so that this one goes first."""
+    """The oldest evaluations waiting for capacity, beyond the limit, to be skipped so that newer ones go first
+    (this one among them when its announcement came late, after newer ones)."""
+    newest: str = ""
+    """The newest checkpoint waiting, which the skipped ones give way to."""
 
 
 class EvalBook:
@@ -51,13 +55,20 @@ class EvalBook:
             return Admission()
         if name in self.records or self.closed:
             return Admission(release=self.best is None or self.best.checkpoint != name)
-        waiting = sorted((n for n, at in self._unsettled.items() if at is None), key=int)
         self._unsettled[name] = None
-        return Admission(submit=True, skip=waiting[: max(0, len(waiting) + 1 - self.waiting_limit)])
+        waiting = sorted((n for n, at in self._unsettled.items() if at is None), key=int)
+        skip = waiting[: max(0, len(waiting) - self.waiting_limit)]
+        return Admission(submit=name not in skip, skip=skip, newest=waiting[-1])
 
-    def started(self, name: str, node: str, now: float) -> None:
-        if name in self._unsettled and self._unsettled[name] is None:  # not one settled before it could say so
+    def started(self, name: str, node: str, now: float) -> bool:
+        """``name``'s task has capacity and asks whether to run: yes while it waits for it here; no once it has an
+        outcome (skipped or cancelled while it waited, its word crossing ours), so a skipped one never runs. Asked
+        again, it answers the same; the start is the first ask's."""
+        if name not in self._unsettled:
+            return False
+        if self._unsettled[name] is None:
             self._unsettled[name] = (now, node)
+        return True
 
     def overdue(self, now: float) -> list[str]:
         return [n for n, at in self._unsettled.items() if at is not None and now - at[0] > self.timeout_s]

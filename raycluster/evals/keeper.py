@@ -72,11 +72,13 @@ class EvalKeeper:
         if admission.release:
             self.keeper.unhold.remote(name)
         for older in admission.skip:
-            self._stop(older, SKIPPED, f"checkpoint {name} came before it found capacity; the newer one goes first")
+            why = f"checkpoint {admission.newest} came before it found capacity; the newer one goes first"
+            self._stop(older, SKIPPED, why)
 
-    def started(self, name: str, node: str) -> None:
+    def started(self, name: str, node: str) -> bool:
+        """Whether ``name``'s task, which has its capacity now, is to run (``evals.task.begin``)."""
         with self._lock:
-            self._book.started(name, node, time.monotonic())
+            return self._book.started(name, node, time.monotonic())
 
     def pending(self) -> dict[str, str]:
         """Every evaluation without an outcome yet: ``running`` (its task has started) or ``waiting``."""
@@ -111,6 +113,8 @@ class EvalKeeper:
             return None  # cancelled here: recorded by whoever cancelled it
         except Exception as exc:
             return EvalRecord(name, FAILED, error=cause(exc))
+        if result is None:
+            return None  # told not to run: it had its outcome already
         return EvalRecord(name, VALIDATED, result["metrics"], result["seconds"], result["node"])
 
     def _stop(self, name: str, status: str, why: str) -> None:
@@ -171,7 +175,8 @@ class EvalKeeper:
             unsettled = self._book.unsettled()
         for name in unsettled:
             self._stop(name, CANCELLED, why)
-        best = self._book.best
+        with self._lock:  # nothing is left to settle: every later word is refused, so these are final
+            best, records = self._book.best, [self._book.records[n] for n in sorted(self._book.records, key=int)]
         self._release_holds(best, stopped)
         if self.curves is not None:  # before the driver finishes the curves: this caller's points are all in
             if best is not None:
@@ -183,7 +188,7 @@ class EvalKeeper:
             except Exception as exc:  # the curves never cost the outcomes
                 log.warning("the evaluations' last points may be missing from the curves: %s", exc)
         return {
-            "evaluations": [self._book.records[n].as_summary() for n in sorted(self._book.records, key=int)],
+            "evaluations": [record.as_summary() for record in records],
             "best": None if best is None else best_entry(best, self.plan.metric),
         }
 

@@ -35,12 +35,25 @@ def evaluate_pretrained(pretrained: Path, plan: EvalPlan) -> dict[str, float]:
     return metrics
 
 
+BEGIN_ASK_S = 60.0
+"""How long a task waits for the evaluation keeper's word to begin; past it the task fails (an outcome all the
+same, so its checkpoint's hold goes)."""
+
+
+def begin(evals, name: str, node: str) -> bool:
+    """Ask the evaluation keeper whether to run, now that this task has its capacity: no if it was skipped or
+    cancelled while it waited. The evaluation's timeout counts from here, not from the wait for capacity."""
+    return ray.get(evals.started.remote(name, node), timeout=BEGIN_ASK_S)
+
+
 @ray.remote(max_retries=0)
-def evaluate_checkpoint(checkpoint_keeper, evals, name: str, plan: EvalPlan, faults: Faults) -> dict:
+def evaluate_checkpoint(checkpoint_keeper, evals, name: str, plan: EvalPlan, faults: Faults) -> dict | None:
     """Fetch ``name``'s ``pretrained_model`` from the hosts that hold it (the keeper holds the checkpoint
-    against retention until this ends) and evaluate it; raises on anything that went wrong."""
+    against retention until this ends) and evaluate it; raises on anything that went wrong. None: told not to
+    run."""
     node = ray.util.get_node_ip_address()
-    evals.started.remote(name, node)  # the timeout counts from here, not from the wait for capacity
+    if not begin(evals, name, node):
+        return None
     started = time.monotonic()
     # An evaluation cancelled mid-run (a timeout, the job's end) left its copy of the policy: the next one here
     # removes it.
