@@ -28,6 +28,7 @@ def profile_of(seed: int) -> RetentionProfile:
         evaluation_s=(0.5, rng.choice([5.0, 40.0])), slow_evaluations=rng.choice([0.0, 0.1, 0.5]),
         eval_slots=rng.choice([1, 2, 8]),
         failing_evaluations=rng.choice([0.0, 0.2]), lost_announcements=rng.choice([0.0, 0.05, 0.5]),
+        stopped=rng.random() < 0.3,
         delete_s=(0.01, rng.choice([0.1, 5.0, 60.0])), fetches=rng.choice([0, 4, 20]),
         chunk_gap_s=(0.05, gap_high), dying_fetches=rng.choice([0.0, 0.2, 0.8]),
         network=Network(slow_share=rng.choice([0.0, 0.1]), repeat_share=rng.choice([0.0, 0.05])),

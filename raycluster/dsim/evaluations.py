@@ -4,8 +4,9 @@ free (Ray's capacity), oldest first, and asks the book over the network whether 
 may have been skipped or cancelled meanwhile. Begun, it validates or fails after its own time, or is timed out
 ``EVAL_TIMEOUT_S`` after its start; a release of a hold is a message to the checkpoint keeper (late, repeated,
 reordered). The end is
-``EvalKeeper.finish``'s: every held checkpoint is published once more (an announcement lost or still on its way is
-made good), the book is closed, and after the timeout what is still pending is cancelled.
+``EvalKeeper.finish``'s: after a normal end every held checkpoint is published once more (an announcement lost or
+still on its way is made good), the book is closed, and after the timeout what is still pending is cancelled; after a
+stop, the held ones not announced are recorded as never evaluated and what is pending is cancelled at once.
 
 What must hold, after every event: no more evaluations wait than the book allows, those the book counts as running
 hold a slot, and no more run than there are slots; an evaluation skipped never did any work; an outcome, once
@@ -107,10 +108,14 @@ class SimEvaluations:
     def _release(self, name: str) -> None:
         self.sim.send(lambda: self.unhold(name))
 
-    def finish(self, held: list[str]) -> None:
-        """``EvalKeeper.finish`` after a normal end, up to its wait: every held checkpoint is published again."""
+    def finish(self, held: list[str], stopped: bool) -> None:
+        """``EvalKeeper.finish`` up to its wait: after a normal end every held checkpoint is published again; after
+        a stop, one not announced yet is recorded as never evaluated (nothing new starts)."""
         for name in held:
-            self.published(name)
+            if stopped:
+                self.book.never_started(name, EvalRecord(name, CANCELLED, error="the run stopped first"))
+            else:
+                self.published(name)
         self.book.close()
 
     def end(self) -> str | None:

@@ -42,6 +42,8 @@ class RetentionProfile:
     """The share of evaluations that take 50-400 s (many intervals)."""
     failing_evaluations: float = 0.0
     lost_announcements: float = 0.0
+    stopped: bool = False
+    """The run ends by a stop (SIGTERM): the evaluations' end waits for none."""
     delete_s: tuple[float, float] = (0.01, 5.0)
     fetches: int = 8
     chunk_gap_s: tuple[float, float] = (0.1, 5.0)
@@ -119,10 +121,10 @@ class RetentionWorld:
         self._retain()
 
     def _finish_evaluations(self) -> None:
-        """Every held checkpoint is published again (an announcement lost is made good); those under way get the
-        timeout, then the end releases every hold but the best's."""
-        self.evals.finish(self.holds.names())
-        self.sim.at(EVAL_TIMEOUT_S, self._end_evaluations)
+        """``SimEvaluations.finish``; those under way get the timeout (none after a stop), then the end releases
+        every hold but the best's."""
+        self.evals.finish(self.holds.names(), self.profile.stopped)
+        self.sim.at(0.0 if self.profile.stopped else EVAL_TIMEOUT_S, self._end_evaluations)
 
     def _end_evaluations(self) -> None:
         self.holds.end(self.evals.end())
