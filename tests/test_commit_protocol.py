@@ -409,10 +409,13 @@ def test_a_second_run_on_node_local_roots_resumes_from_the_newest_sharded_checkp
     # A cluster kept up (or a local multi-node one) runs again: its new keeper finds the record in its own root
     # and each host's part in that host's root, and takes it, instead of moving it aside as incomplete.
     first = Hosts(tmp_path, 3)
-    ray.get(first.save(tmp_path, "000004", 1))
-    assert outcome(first.keeper, "000004", deadline_s=30) is None
+    for name in ("000002", "000004"):
+        ray.get(first.save(tmp_path, name, 1))
+        assert outcome(first.keeper, name, deadline_s=30) is None
     second = Hosts(tmp_path, 3)  # the same roots
     assert ray.get(second.keeper.newest_complete.remote()) == "000004"
+    # The older one counts as complete too (retention keeps or deletes it by the same rule as the newest).
+    assert ray.get(second.keeper.complete_names.remote()) == ["000002", "000004"]
     assert fetch_directory(second.keeper, "000004", tmp_path / "resumed" / "000004", second.stores[0])
     assert problems(tmp_path / "resumed" / "000004", first.record("000004")) is None
     assert not (first.roots[0] / "quarantine").exists()

@@ -190,14 +190,17 @@ class CheckpointKeeper(PartCommits, FetchServing):
         """Every complete checkpoint, oldest step first: each checked against its manifest once in this keeper's
         life (what it published itself, never), so that neither a save's retention nor the stop window hashes
         every kept checkpoint again. A resume (``newest_complete``) reads its checkpoint in full."""
-        return [n for n in self.store.names() if self._listed_complete(n)]
+        answered: dict = {}  # each part store asked at most once a call (an earlier run's checkpoints)
+        return [n for n in self.store.names() if self._listed_complete(n, answered)]
 
-    def _listed_complete(self, name: str) -> bool:
+    def _listed_complete(self, name: str, answered: dict) -> bool:
         if name in self.retention.deleting:  # its deletion has begun: never complete again in this keeper's eyes
             return False
         if name in self.commits.complete:
             return True
         complete = self.store.problems(name) is None  # S3: names and sizes only, no download
+        if not complete:  # an earlier run's, on node-local roots: its parts where the hosts placed them
+            complete = self._found_on_hosts(name, answered)[0]
         if complete and self.store.checks_content:
             self.commits.complete.add(name)
         return complete
