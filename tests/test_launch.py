@@ -127,6 +127,7 @@ FLAGS = [
         (["--cluster.model_dir=s3://bucket/m"], "--cluster.model_dir=s3://bucket/m: only a local directory"),
         (["--cluster.num_workers=two"], "--cluster.num_workers must be int"),
         (["--max-run=9999999"], "--max-run must be 1..2419200 seconds"),
+        (["--keep-alive=3601"], "--keep-alive must be 0..3600 seconds (SageMaker's limit for a warm pool), got 3601"),
         (["--region=mars"], "--region 'mars' is not an AWS region"),
         (["--job-name=my_job"], "--job-name 'my_job': letters, digits and '-' only"),
         (["--job-name=my-job\n"], "--job-name 'my-job\\n': letters, digits and '-' only"),  # `$` let it by
@@ -483,6 +484,14 @@ def test_instance_groups_make_a_heterogeneous_request_with_the_gpu_groups_image(
     for bad, said in (("eval=c7i:1", "expected NAME=TYPE:COUNT"), ("e_group_x=ml.c7i.8xlarge:1", "NAME is letters")):
         refused = launch(aws, *job, f"--instance-group={bad}", "--dry-run", *FLAGS)
         assert refused.returncode == 2 and said in refused.stderr, refused.stderr[-2000:]
+
+
+def test_keep_alive_asks_for_a_warm_pool_and_no_keep_alive_for_none(aws):
+    kept = launch(aws, *JOB, "--dry-run", "--keep-alive=900", *FLAGS)
+    plain = launch(aws, *JOB, "--dry-run", *FLAGS)
+    assert kept.returncode == plain.returncode == 0, kept.stderr[-2000:] + plain.stderr[-2000:]
+    assert json.loads(kept.stdout)["ResourceConfig"]["KeepAlivePeriodInSeconds"] == 900
+    assert "KeepAlivePeriodInSeconds" not in json.loads(plain.stdout)["ResourceConfig"]
 
 
 def test_remote_debugging_is_on_unless_the_job_wants_no_shell_on_its_hosts(aws):

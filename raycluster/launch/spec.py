@@ -26,6 +26,8 @@ SECURITY_GROUP = re.compile(r"^sg-[0-9a-f]{8,17}\Z")
 # `\Z`, not `$`: `$` also matches before a final newline, and a name ending in one would pass.
 MAX_RUNTIME_S = 28 * 24 * 3600
 """SageMaker's limit on MaxRuntimeInSeconds and MaxWaitTimeInSeconds."""
+MAX_KEEP_ALIVE_S = 3600
+"""SageMaker's limit on KeepAlivePeriodInSeconds (a warm pool's wait for the next job)."""
 
 
 def option(flag: str | None = None, metavar: str | None = None, **kwargs):
@@ -66,6 +68,9 @@ class LaunchSpec:
     """Seconds."""
     max_wait: int | None = None
     """Seconds, spot only, >= --max-run."""
+    keep_alive: int = option("--keep-alive", "SECONDS", default=0)
+    """Keep the hosts in a SageMaker managed warm pool this long after the job ends (1-3600; billed while they
+    wait): the next job asking for the same instances starts on them, with no provisioning."""
     checkpoint_s3: str | None = None
     """s3:// URI synced with /opt/ml/checkpoints."""
     output_s3: str | None = None
@@ -160,6 +165,11 @@ class LaunchSpec:
         if self.max_wait is not None and self.max_wait > MAX_RUNTIME_S:
             raise UsageError(
                 f"--max-wait must be at most {MAX_RUNTIME_S} seconds (28 days, SageMaker's limit), got {self.max_wait}"
+            )
+        if not 0 <= self.keep_alive <= MAX_KEEP_ALIVE_S:
+            raise UsageError(
+                f"--keep-alive must be 0..{MAX_KEEP_ALIVE_S} seconds (SageMaker's limit for a warm pool), got "
+                f"{self.keep_alive}"
             )
         if self.spot:
             if self.max_wait is None or self.max_wait < self.max_run:

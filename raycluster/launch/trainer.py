@@ -79,7 +79,8 @@ def compute(spec: LaunchSpec):
     else:  # a heterogeneous cluster: SageMaker numbers the hosts algo-1 ... across the groups
         groups = [InstanceGroup(instance_group_name=n, instance_type=t, instance_count=c) for n, t, c in spec.groups()]
         kind = {"instance_groups": groups}
-    return Compute(**kind, enable_managed_spot_training=spec.spot or None)
+    warm_pool = {"keep_alive_period_in_seconds": spec.keep_alive} if spec.keep_alive else {}
+    return Compute(**kind, **warm_pool, enable_managed_spot_training=spec.spot or None)
 
 
 def build_trainer(spec: LaunchSpec, source: Path, session):
