@@ -155,15 +155,20 @@ def ledger_path(checkpoint_dir: str, output_dir: Path) -> Path:
     return output_dir / LEDGER_NAME
 
 
+def ledger_of(kept: dict) -> Ledger:
+    """The ledger from what ``Ledger.as_dict`` wrote; raises on anything else."""
+    ledger = Ledger([StartEntry(**start) for start in kept["starts"]])
+    ledger.line()  # every figure there, and a number
+    return ledger
+
+
 def read_ledger(path: Path) -> Ledger:
     """The ledger kept at ``path``; an empty one when there is none. One that cannot be read is moved aside
     (kept, never deleted) and the job goes on with a new one: it is the job's bookkeeping, not its training."""
     if not path.exists():
         return Ledger()
     try:
-        ledger = Ledger([StartEntry(**start) for start in json.loads(path.read_text())["starts"]])
-        ledger.line()  # every figure there, and a number
-        return ledger
+        return ledger_of(json.loads(path.read_text()))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         aside = path.with_name(f"{path.name}.unreadable-{int(time.time())}")
         os.replace(path, aside)

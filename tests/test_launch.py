@@ -14,6 +14,7 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 from conftest import REPO, TINY_ACT
+from raycluster.ledger import Ledger, StartEntry
 from raycluster.sagemaker.hyperparameters import split_hyperparameters, to_hyperparameters
 from raycluster.sagemaker.topology import BASE_ENV, read_topology
 from simulated import assert_clean, files_holding, synced_checkpoints
@@ -304,15 +305,31 @@ def test_submitted_job_runs_our_entry_point_in_command_mode(aws):
     drivers = channels["sm_drivers"].removeprefix(f"s3://{BUCKET}/")
     source_code = json.loads(s3(aws).get_object(Bucket=BUCKET, Key=f"{drivers}/sourcecode.json")["Body"].read())
     assert source_code["command"] == "exec python -u -m entry"
-    status = subprocess.run(
-        [sys.executable, "-m", "raycluster", "status", job],
-        cwd=REPO,
-        env=aws,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert json.loads(status.stdout)["checkpoints"] == f"s3://{BUCKET}/ckpt"
+
+    def status() -> dict:
+        shown = subprocess.run(
+            [sys.executable, "-m", "raycluster", "status", job],
+            cwd=REPO,
+            env=aws,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert shown.returncode == 0, shown.stderr[-2000:]
+        return json.loads(shown.stdout)
+
+    before = status()  # no start has kept a ledger yet
+    assert before["checkpoints"] == f"s3://{BUCKET}/ckpt" and before["ledger"] is None
+    assert [phase["status"] for phase in before["sagemaker_phases"]] == ["Starting"]  # what moto's job went through
+    # Two starts kept beside the checkpoints (the entry point's own file, as SageMaker syncs it): shown with goodput.
+    parts = {"before_command": 60.0, "start_up": 20.0, "training": 100.0, "recovery": 0.0, "teardown": 20.0}
+    first = StartEntry(0.0, 200.0, parts, first_step=0, last_step=50, steps_trained=50, steps_redone=0)
+    second = StartEntry(300.0, 200.0, parts, first_step=40, last_step=90, steps_trained=50, steps_redone=0)
+    kept = json.dumps(Ledger([first, second]).as_dict())
+    s3(aws).put_object(Bucket=BUCKET, Key="ckpt/lerobot/raycluster_ledger.json", Body=kept)
+    after = status()
+    assert after["ledger"]["steps_redone"] == 10 and after["ledger"]["goodput"] == 0.45  # 200 s x 90/100, of 400 s
+    assert "ledger: 2 start(s), 400.0s in all" in after["ledger_line"]
     # The dashboard: SSM port forwarding to algo-1, and the job's token kept on this machine only.
     dashboard = subprocess.run(
         [sys.executable, "-m", "raycluster", "dashboard", job, "--region=us-east-1", "--local-port=9000"],

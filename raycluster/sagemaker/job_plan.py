@@ -18,6 +18,11 @@ PROBE_FLAGS = ("--cluster.num_workers", "--cluster.use_gpu", "--cluster.address"
 """The training job's flags that the preflight probe takes too: the same workers on the same devices."""
 
 
+CHECKPOINT_ROOT = "lerobot"
+"""The checkpoint root under SageMaker's checkpoint directory unless ``--cluster.checkpoint_dir`` says otherwise;
+the job's ledger is kept beside its checkpoints (``raycluster status`` reads it from S3 there)."""
+
+
 def job_script(settings: EntrySettings) -> Path | None:
     if settings.job == NO_JOB:
         return None
@@ -48,7 +53,7 @@ def job_flags(topology: Topology, settings: EntrySettings, flags: list[str]) -> 
         f"--cluster.num_workers={workers}",
         f"--cluster.use_gpu={'true' if use_gpu else 'false'}",
         f"--cluster.model_dir={topology.model_dir}",
-        f"--cluster.checkpoint_dir={topology.checkpoint_dir / 'lerobot'}",
+        f"--cluster.checkpoint_dir={topology.checkpoint_dir / CHECKPOINT_ROOT}",
         # SageMaker uploads whatever appears under /opt/ml/checkpoints: checkpoints are assembled beside it.
         f"--cluster.staging_dir={topology.base / 'raycluster-staging'}",
         f"--output_dir={SCRATCH / 'train'}",
