@@ -80,12 +80,6 @@ class EvalKeeper:
         with self._lock:
             return self._book.started(name, node, time.monotonic())
 
-    def pending(self) -> dict[str, str]:
-        """Every evaluation without an outcome yet: ``running`` (its task has started) or ``waiting``."""
-        with self._lock:
-            running = self._book.running()
-            return {name: "running" if name in running else "waiting" for name in self._book.unsettled()}
-
     # -- outcomes ---------------------------------------------------------------------------------
     def _poll_until_ending(self) -> None:
         while not self._ending.wait(POLL_S):
