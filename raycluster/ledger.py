@@ -11,7 +11,10 @@ wall time by construction:
   point, the Ray cluster forming, the job's submission (0 for a local ``raycluster train``);
 - ``start_up``: the command up to its first step: LeRobot's flags, Ray Train's worker group, agreeing on where to
   start, LeRobot's set-up;
-- ``training``: the first step to the last, less the recoveries;
+- ``training``: the first step to the last, less the recoveries and the checkpoints;
+- ``checkpoints``: the time the loop was blocked saving a checkpoint between two steps (rank 0's ``save_checkpoint``
+  to its return; the publishing that follows runs beside training and costs it nothing; the save after the last step
+  is the teardown's);
 - ``recovery``: from each failure Ray Train saw to the restarted group's first step;
 - ``teardown``: the last step to the summary: the final checkpoint and model, the evaluations still running,
   Ray's shutdown.
@@ -32,7 +35,7 @@ import psutil
 log = logging.getLogger(__name__)
 
 LEDGER_NAME = "raycluster_ledger.json"
-PARTS = ("before_command", "start_up", "training", "recovery", "teardown")
+PARTS = ("before_command", "start_up", "training", "checkpoints", "recovery", "teardown")
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,8 @@ class AttemptSteps:
 
     resumed_from: int
     reached: int
+    checkpoints_s: float = 0.0
+    """The seconds its loop was blocked saving checkpoints between two steps."""
 
 
 def process_started(pid: int | str = "self") -> float:
@@ -91,10 +96,12 @@ def start_entry(
         for r in recoveries
         if "failure_seen" in r and "first_resumed_step" in r
     )
+    checkpoints = min(sum(a.checkpoints_s for a in attempts), last - first - recovery)
     parts = {
         "before_command": before,
         "start_up": first,
-        "training": last - first - recovery,
+        "training": last - first - recovery - checkpoints,
+        "checkpoints": checkpoints,
         "recovery": recovery,
         "teardown": end - last,
     }
@@ -139,7 +146,8 @@ class Ledger:
         return {"starts": [asdict(s) for s in self.starts], "steps_redone": self.steps_redone, "goodput": self.goodput}
 
     def line(self) -> str:
-        totals = {name: sum(s.parts[name] for s in self.starts) for name in PARTS}
+        # An entry kept before a part existed counts none of it.
+        totals = {name: sum(s.parts.get(name, 0.0) for s in self.starts) for name in PARTS}
         spent = ", ".join(f"{name.replace('_', ' ')} {seconds:.1f}" for name, seconds in totals.items())
         return (
             f"ledger: {len(self.starts)} start(s), {sum(s.wall_s for s in self.starts):.1f}s in all: {spent}; "
@@ -169,7 +177,7 @@ def read_ledger(path: Path) -> Ledger:
         return Ledger()
     try:
         return ledger_of(json.loads(path.read_text()))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         aside = path.with_name(f"{path.name}.unreadable-{int(time.time())}")
         os.replace(path, aside)
         log.warning("the ledger %s could not be read (%s): kept as %s, a new one begins", path, exc, aside.name)

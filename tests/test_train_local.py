@@ -127,6 +127,7 @@ def test_resume_continues_from_the_checkpoint(act_run, tmp_path):
     assert ledger["steps_redone"] == 10 and 0 < ledger["goodput"] < 30 / 40, ledger
     for start in (first, second):  # a local run's start is its command's: its parts add up to its wall time
         assert start["parts"]["before_command"] == 0 and abs(sum(start["parts"].values()) - start["wall_s"]) < 0.05
+        assert start["parts"]["checkpoints"] > 0  # each saved once between two steps (10, 20), then at its end
     assert abs(second["wall_s"] - summary["wall_s"]) < 0.05
     assert "ledger: 2 start(s)" in result.stdout + result.stderr
 

@@ -70,5 +70,5 @@ def read_ledger(job: dict, s3):
         return None
     try:
         return ledger_of(json.loads(kept))
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"the job's ledger s3://{where[0]}/{where[1]} is not one raycluster wrote: {exc!r}") from None

@@ -24,6 +24,8 @@ class RunJournal:
         self._stop: str | None = None
         self._phases: list[Phase] = []
         self._reached: dict[int, int] = {}
+        self._saving: dict[int, float] = {}
+        """Attempt -> the seconds its loop was blocked saving checkpoints between two steps."""
         """The last step each attempt's rank 0 finished (the ledger's steps redone)."""
 
     def group_of(self, group: str) -> int:
@@ -76,8 +78,14 @@ class RunJournal:
     def reached(self, attempt: int, step: int) -> None:
         self._reached[attempt] = max(step, self._reached.get(attempt, step))
 
+    def saved(self, attempt: int, seconds: float) -> None:
+        self._saving[attempt] = self._saving.get(attempt, 0.0) + seconds
+
     def attempt_steps(self) -> list[AttemptSteps]:
         """Each attempt's steps, oldest first: where it started (its ``start_agreed``) and the last step its
         rank 0 finished (where it started, when it finished none)."""
         resumed = {p.attempt: p.step for p in self._phases if p.name == "start_agreed"}
-        return [AttemptSteps(resumed[a], max(resumed[a], self._reached.get(a, 0))) for a in sorted(resumed)]
+        return [
+            AttemptSteps(resumed[a], max(resumed[a], self._reached.get(a, 0)), self._saving.get(a, 0.0))
+            for a in sorted(resumed)
+        ]

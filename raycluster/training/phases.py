@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import ray
 from ray.train import UserCallback
@@ -107,24 +108,43 @@ class LoopPhases(LoopHooks):
     """The phases inside LeRobot's ``train`` (set up: its first step begins; first and last step), each
     passed to ``tell``: rank 0 tells the run's journal; the benchmark's plain torchrun run keeps them. Every
     step finished goes to ``reached`` (attempt, step), when given: the last step of a group that fails is known
-    even when its rank 0 is killed."""
+    even when its rank 0 is killed; and the time the loop was blocked saving a checkpoint to ``saved`` (attempt,
+    seconds), said at the next step (a save after the last step is the run's end, not its training)."""
 
     def __init__(
-        self, tell: Callable[[Phase], object], attempt: int, reached: Callable[[int, int], object] | None = None
+        self,
+        tell: Callable[[Phase], object],
+        attempt: int,
+        reached: Callable[[int, int], object] | None = None,
+        saved: Callable[[int, float], object] | None = None,
+        clock: Callable[[], float] = time.time,
     ):
-        self.tell, self.attempt, self.reached = tell, attempt, reached
+        self.tell, self.attempt, self.reached, self.saved, self.clock = tell, attempt, reached, saved, clock
         self.last: Phase | None = None
+        self._saving_since: float | None = None
+        self._saving_s = 0.0
 
     def before_step(self) -> None:
         if self.last is None:
-            self.tell(Phase("lerobot_set_up", time.time(), self.attempt))
+            self.tell(Phase("lerobot_set_up", self.clock(), self.attempt))
 
     def after_step(self, step: int, loss: float, policy) -> None:
         if self.last is None:
-            self.tell(Phase("first_step", time.time(), self.attempt, step))
-        self.last = Phase("last_step", time.time(), self.attempt, step)
+            self.tell(Phase("first_step", self.clock(), self.attempt, step))
+        self.last = Phase("last_step", self.clock(), self.attempt, step)
         if self.reached is not None:
             self.reached(self.attempt, step)
+        if self._saving_s and self.saved is not None:
+            self.saved(self.attempt, self._saving_s)
+        self._saving_s = 0.0
+
+    def checkpoint_started(self, step_dir: Path) -> None:
+        self._saving_since = self.clock()
+
+    def checkpoint_saved(self, step_dir: Path) -> None:
+        if self._saving_since is not None:
+            self._saving_s += self.clock() - self._saving_since
+            self._saving_since = None
 
     def close(self) -> None:
         if self.last is not None:

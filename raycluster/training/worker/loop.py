@@ -78,7 +78,8 @@ def loop_hooks(worker: WorkerConfig, cfg, rank: int, world_size: int, device, st
         beacon.validating_at(lerobot_api.validations(cfg))
         hooks.append(beacon)
     if rank == 0:
-        hooks.append(LoopPhases(worker.journal.phase.remote, start.attempt, worker.journal.reached.remote))
+        journal = worker.journal
+        hooks.append(LoopPhases(journal.phase.remote, start.attempt, journal.reached.remote, journal.saved.remote))
     if shipping is not None:
         shipper = shipping[0]
         hooks.append(shipping[1])
