@@ -46,10 +46,11 @@ class ClusterConfig:
     keep_checkpoints: int = 0
     """Keep the newest K complete checkpoints in checkpoint_dir; 0 keeps all."""
     model_dir: str = ""
-    """Where rank 0's final ``pretrained_model/`` is published, on the driver's node (``/opt/ml/model`` on
-    SageMaker); empty: only in LeRobot's output_dir."""
+    """Where the run's model goes, on the driver's node (``/opt/ml/model`` on SageMaker): the
+    ``pretrained_model/`` of the best evaluated checkpoint, or else of the last, read back from checkpoint_dir
+    after a normal end (so it needs checkpoint_dir). Empty: only in the checkpoints."""
     staging_dir: str = ""
-    """Where the keeper assembles a checkpoint before renaming it into place: on the checkpoint root's
+    """Where each host's part store assembles its part before renaming it into place: on the checkpoint root's
     filesystem but outside any directory that is synced as it changes (SageMaker: ``/opt/ml/raycluster-staging``,
     outside ``/opt/ml/checkpoints``); empty: a temporary directory."""
     mixed_precision: str = "auto"
@@ -130,6 +131,15 @@ class ClusterConfig:
     def evals(self) -> EvalSettings:
         """The settings the evaluation side receives, and nothing else of ours."""
         return EvalSettings(self.async_eval, self.eval_resources, self.eval_timeout_s, self.keep_best)
+
+    def check_outputs(self) -> None:
+        """Where a run writes, as it will run (SageMaker's entry point puts its defaults in first, so the launcher,
+        which sees the user's flags alone, does not ask this)."""
+        if self.model_dir and not self.checkpoint_dir:
+            raise UsageError(
+                f"--cluster.model_dir={self.model_dir} needs --cluster.checkpoint_dir: the model is read back from "
+                "the run's last committed checkpoint; give a checkpoint dir (a local path or s3://bucket/prefix)"
+            )
 
     def line(self) -> LineSettings:
         """The settings that plan LeRobot's flags on its installed line."""

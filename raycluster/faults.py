@@ -16,8 +16,7 @@ log = logging.getLogger(__name__)
 PREFIX = "RAYCLUSTER_TESTING_"
 """Every fault's variable starts so; a simulated job passes them all to its hosts (``forwarded``)."""
 PUBLISH_DELAY = f"{PREFIX}PUBLISH_DELAY_S"
-"""Every publish waits this long after staging, so a test can stop a job while a checkpoint or the final model
-is being published."""
+"""Every publish waits this long after staging, so a test can stop a job while a checkpoint is being published."""
 EVAL_RAISE = f"{PREFIX}EVAL_RAISE"
 """Checkpoint steps (``2,6``) whose evaluation raises."""
 RAY_START_FAILS = f"{PREFIX}RAY_START_FAILS"
@@ -30,6 +29,9 @@ class Faults:
     publish_delay_s: float = 0.0
     eval_raise: tuple[int, ...] = ()
     ray_start_fails_on: str = ""
+    resume_check_s: float = 0.0
+    """The keeper's resume check (``newest_complete``) takes this long, as hashing a restored checkpoint of many
+    GB would (only a test sets it): what a keeper whose threads are all busy must still take words in."""
     lose_announcements: bool = False
     """The checkpoint keeper's word of a commit never reaches the evaluation keeper (only a test sets it): what
     the evaluation keeper's own reconciliation at the end must make good."""
@@ -54,6 +56,11 @@ class Faults:
         if self.publish_delay_s:
             log.info("testing: holding the publish of %s for %gs (%s)", name, self.publish_delay_s, PUBLISH_DELAY)
             time.sleep(self.publish_delay_s)
+
+    def slow_resume_check(self) -> None:
+        if self.resume_check_s:
+            log.info("testing: the resume check takes %gs", self.resume_check_s)
+            time.sleep(self.resume_check_s)
 
     def raise_in_evaluation(self, name: str) -> None:
         if int(name) in self.eval_raise:

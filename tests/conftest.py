@@ -79,12 +79,14 @@ def dataset(tmp_path_factory, isolated_env) -> SyntheticDatasetSpec:
 def one_worker_run(dataset, tmp_path_factory) -> tuple[Path, Path, subprocess.CompletedProcess]:
     """One local run on one worker that two tests read (a run each would cost a minute more): 20 steps at a rate
     that learns in 20, a checkpoint every 10, LeRobot's own held-out loss every 10 (a quarter of the episodes
-    held out), the final model in a folder of its own. (output_dir, model_dir, the finished command)"""
+    held out), its checkpoints (``checkpoints/`` beside the output dir) and the final model, read back from the
+    last of them, in folders of their own. (output_dir, model_dir, the finished command)"""
     work = tmp_path_factory.mktemp("one-worker")
     flags = ["--steps=20", "--save_freq=10", "--log_freq=1", "--policy.optimizer_lr=0.001"]
     flags += ["--dataset.eval_split=0.25", "--eval_steps=10"]
     result = run_cli("train", "--cluster.num_workers=1", *dataset_flags(dataset), *TINY_ACT, *COMMON, *flags,
-                     f"--output_dir={work / 'run'}", f"--cluster.model_dir={work / 'model'}")  # fmt: skip
+                     f"--output_dir={work / 'run'}", f"--cluster.checkpoint_dir={work / 'checkpoints'}",
+                     f"--cluster.model_dir={work / 'model'}")  # fmt: skip
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     return work / "run", work / "model", result
 

@@ -35,6 +35,8 @@ def train_here(capsys, *argv: str) -> Refused:
     [
         (["--cluster.nodes=2"], "--cluster.nodes"),
         (["--cluster.num_workers=x"], "--cluster.num_workers"),
+        # The model is read back from the last committed checkpoint: with no checkpoint root there is none.
+        (["--cluster.model_dir=/tmp/m"], "--cluster.model_dir=/tmp/m needs --cluster.checkpoint_dir"),
         (["--policy.type=no_such_policy"], "LeRobot rejected"),
         (["--steps=ten"], "LeRobot rejected"),
     ],

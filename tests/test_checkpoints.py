@@ -17,13 +17,13 @@ import ray
 
 from conftest import COMMON as SHARED
 from conftest import REPO, TINY_ACT, dataset_flags, dead_pid, pick, recorded_rows, run_cli
+from published import OneHost
 from raycluster.checkpoints.keeper import CheckpointKeeper
 from raycluster.checkpoints.manifest import MANIFEST, manifest_of, problems
-from raycluster.checkpoints.part_store import PartStore
 from raycluster.checkpoints.s3_store import S3Store
 from raycluster.checkpoints.scratch import owned_suffix, remove_orphans
 from raycluster.checkpoints.store import LocalStore
-from raycluster.checkpoints.transfer import fetch_directory, send_directory
+from raycluster.checkpoints.transfer import fetch_directory
 from raycluster.training.phases import RECOVERY
 from raycluster.training.summary import read_summary
 from raycluster.training.worker.resume import resume_source
@@ -56,9 +56,9 @@ def fake_checkpoint(path, payload=b"x" * 3_000_000):
 
 @pytest.mark.cluster  # a local Ray of this module's
 def test_published_checkpoints_are_whole_and_bad_ones_are_moved_aside(local_ray, tmp_path):
-    keeper = CheckpointKeeper.remote(str(tmp_path / "root"))
+    host = OneHost(str(tmp_path / "root"), tmp_path / "staging")
     for step in ("000002", "000004", "000006"):
-        send_directory(keeper, fake_checkpoint(tmp_path / "src" / step), step)
+        host.publish(fake_checkpoint(tmp_path / "src" / step), step)
     root = tmp_path / "root" / "checkpoints"
     assert (
         json.loads((root / "000006" / MANIFEST).read_text())["pretrained_model/model.safetensors"]["size"] == 3_000_000
@@ -67,6 +67,7 @@ def test_published_checkpoints_are_whole_and_bad_ones_are_moved_aside(local_ray,
     with (root / "000006" / "pretrained_model" / "model.safetensors").open("r+b") as f:
         f.truncate(1000)
     (root / "000004" / "pretrained_model" / "model.safetensors.sagemaker-uploading").write_bytes(b"")
+    keeper = CheckpointKeeper.remote(str(tmp_path / "root"))  # a restarted job's: it checks what it did not commit
     assert ray.get(keeper.newest_complete.remote()) == "000002"
     assert LocalStore(root).names() == ["000002"]
     aside = sorted(p.name for p in (tmp_path / "root" / "quarantine").iterdir())
@@ -81,7 +82,7 @@ def test_published_checkpoints_are_whole_and_bad_ones_are_moved_aside(local_ray,
 @pytest.mark.cluster  # a local Ray of this module's
 def test_a_staging_dir_beside_the_root_puts_each_checkpoint_in_place_by_one_rename(local_ray, tmp_path):
     # SageMaker uploads whatever appears under /opt/ml/checkpoints: nothing partial, nothing hidden may appear there.
-    keeper = CheckpointKeeper.remote(str(tmp_path / "synced" / "lerobot"), 0, None, str(tmp_path / "staging"))
+    host = OneHost(str(tmp_path / "synced" / "lerobot"), tmp_path / "staging")
     root = tmp_path / "synced" / "lerobot" / "checkpoints"
     seen, publishing = [], True
 
@@ -94,24 +95,25 @@ def test_a_staging_dir_beside_the_root_puts_each_checkpoint_in_place_by_one_rena
 
     with ThreadPoolExecutor(1) as pool:
         watcher = pool.submit(watch)
-        send_directory(keeper, fake_checkpoint(tmp_path / "src" / "000001", b"s" * 20_000_000), "000001")
-        send_directory(keeper, fake_checkpoint(tmp_path / "src2" / "000001", b"t" * 1000), "000001")  # republished
+        host.publish(fake_checkpoint(tmp_path / "src" / "000001", b"s" * 20_000_000), "000001")
+        host.publish(fake_checkpoint(tmp_path / "src" / "000002", b"t" * 1000), "000002")
         publishing = False
         watcher.result()
-    assert seen and set(seen) == {("000001", True)}, set(seen)
-    assert [p.name for p in root.iterdir()] == ["000001"]
-    assert (root / "000001" / "pretrained_model" / "model.safetensors").read_bytes() == b"t" * 1000
+    assert seen and all(whole for _, whole in seen), set(seen)
+    assert sorted(p.name for p in root.iterdir()) == ["000001", "000002"]
+    assert (root / "000002" / "pretrained_model" / "model.safetensors").read_bytes() == b"t" * 1000
     assert not any(p.is_file() for p in (tmp_path / "staging").rglob("*"))
 
 
 @pytest.mark.cluster  # a local Ray of this module's
 def test_retention_spares_a_checkpoint_that_is_being_fetched(local_ray, tmp_path):
     # A restarted worker group fetches 000001 while the previous attempt still publishes newer ones.
-    keeper = CheckpointKeeper.remote(str(tmp_path / "root"), 1)
-    send_directory(keeper, fake_checkpoint(tmp_path / "src" / "000001", b"1" * 1000), "000001")
+    host = OneHost(str(tmp_path / "root"), tmp_path / "staging", 1)
+    keeper = host.keeper
+    host.publish(fake_checkpoint(tmp_path / "src" / "000001", b"1" * 1000), "000001")
     _, lease = ray.get(keeper.manifest.remote("000001"))  # a fetch has begun
     _, other = ray.get(keeper.manifest.remote("000001"))  # and a second one
-    send_directory(keeper, fake_checkpoint(tmp_path / "src" / "000002", b"2" * 1000), "000002")
+    host.publish(fake_checkpoint(tmp_path / "src" / "000002", b"2" * 1000), "000002")
     assert steps(keeper) == [1, 2]
     ray.get([keeper.release.remote("000001", lease) for _ in range(2)])  # one ends, its word said twice
     assert steps(keeper) == [1, 2]  # the other still reads
@@ -138,26 +140,29 @@ def test_a_restart_resumes_only_from_a_checkpoint_every_rank_can_reach(keeper, l
 
 @pytest.mark.cluster  # a local Ray of this module's
 def test_retention_keeps_exactly_k(local_ray, tmp_path):
-    keeper = CheckpointKeeper.remote(str(tmp_path / "root"), 2)
+    host = OneHost(str(tmp_path / "root"), tmp_path / "staging", 2)
+    keeper = host.keeper
     for step in range(1, 6):
-        send_directory(keeper, fake_checkpoint(tmp_path / "src" / f"{step:06d}", b"y" * 1000), f"{step:06d}")
+        host.publish(fake_checkpoint(tmp_path / "src" / f"{step:06d}", b"y" * 1000), f"{step:06d}")
     assert steps(keeper) == [4, 5]
 
 
 @pytest.mark.cluster  # a local Ray of this module's
 def test_checkpoints_are_ordered_by_step_not_text(local_ray, tmp_path):
     # LeRobot pads to max(6, len(str(steps))): a run relaunched with --steps=1000000 after 500000 writes 0505000.
-    keeper = CheckpointKeeper.remote(str(tmp_path / "root"), 2)
+    host = OneHost(str(tmp_path / "root"), tmp_path / "staging", 2)
+    keeper = host.keeper
     for step in ("499000", "500000", "0505000"):
-        send_directory(keeper, fake_checkpoint(tmp_path / "src" / step, b"z" * 100), step)
+        host.publish(fake_checkpoint(tmp_path / "src" / step, b"z" * 100), step)
     assert ray.get(keeper.newest_complete.remote()) == "0505000"
     assert steps(keeper) == [500000, 505000]  # retention dropped the oldest step
 
 
 @pytest.mark.cluster  # a local Ray of this module's
 def test_a_manifest_naming_files_outside_its_checkpoint_is_quarantined(local_ray, tmp_path):
-    keeper = CheckpointKeeper.remote(str(tmp_path / "root"))
-    send_directory(keeper, fake_checkpoint(tmp_path / "src" / "000001", b"a" * 100), "000001")
+    host = OneHost(str(tmp_path / "root"), tmp_path / "staging")
+    keeper = host.keeper
+    host.publish(fake_checkpoint(tmp_path / "src" / "000001", b"a" * 100), "000001")
     root = tmp_path / "root" / "checkpoints"
     evil = root / "000002"
     (evil / "pretrained_model").mkdir(parents=True)
@@ -171,8 +176,9 @@ def test_a_manifest_naming_files_outside_its_checkpoint_is_quarantined(local_ray
 @pytest.mark.cluster  # a local Ray of this module's
 def test_s3_root_publishes_manifest_last_and_resumes(local_ray, s3_server, tmp_path):
     # The module's Ray cluster started before the endpoint existed: hand the keeper its address.
-    keeper = CheckpointKeeper.options(runtime_env={"env_vars": s3_server.env}).remote("s3://ckpts/run1")
-    send_directory(keeper, fake_checkpoint(tmp_path / "src" / "000003"), "000003")
+    host = OneHost("s3://ckpts/run1", tmp_path / "staging", options={"runtime_env": {"env_vars": s3_server.env}})
+    keeper = host.keeper
+    host.publish(fake_checkpoint(tmp_path / "src" / "000003"), "000003")
     keys = {o["Key"] for o in boto3.client("s3").list_objects_v2(Bucket="ckpts")["Contents"]}
     assert "run1/checkpoints/000003/raycluster_manifest.json" in keys
     # An upload that died before its manifest: never resumed from, moved aside.
@@ -196,23 +202,28 @@ def test_s3_root_publishes_manifest_last_and_resumes(local_ray, s3_server, tmp_p
 @pytest.mark.cluster  # a local Ray of this module's
 def test_listing_trusts_what_the_keeper_published_and_a_resume_reads_it_whole(local_ray, tmp_path):
     # The stop window and every save's retention list the kept checkpoints: no re-hash of each one every time.
-    keeper = CheckpointKeeper.remote(str(tmp_path / "root"))
+    host = OneHost(str(tmp_path / "root"), tmp_path / "staging")
+    keeper = host.keeper
     for step in ("000001", "000002"):
-        send_directory(keeper, fake_checkpoint(tmp_path / "src" / step, b"b" * 100), step)
+        host.publish(fake_checkpoint(tmp_path / "src" / step, b"b" * 100), step)
     newest = tmp_path / "root" / "checkpoints" / "000002" / "pretrained_model" / "model.safetensors"
     newest.write_bytes(b"c" * 100)  # same size, other bytes: only a checksum tells
     assert ray.get(keeper.complete_names.remote()) == ["000001", "000002"]
-    assert ray.get(keeper.newest_complete.remote()) == "000001"  # a resume checks, and moves the bad one aside
+    assert ray.get(keeper.newest_complete.remote()) == "000002"  # committed here: checked where it is read
+    with pytest.raises(RuntimeError, match="fails its checksum"):  # a resume's fetch reads it whole
+        fetch_directory(keeper, "000002", tmp_path / "resumed" / "000002", host.store)
+    assert ray.get(keeper.newest_complete.remote()) == "000001"  # moved aside: never resumed from again
     assert ray.get(keeper.complete_names.remote()) == ["000001"]
 
 
 @pytest.mark.cluster  # a local Ray of this module's
 def test_a_fetch_whose_worker_died_holds_its_checkpoint_no_longer_than_its_lease(local_ray, tmp_path):
-    keeper = CheckpointKeeper.remote(str(tmp_path / "root"), 1, None, "", 0.5)
-    send_directory(keeper, fake_checkpoint(tmp_path / "src" / "000001", b"f" * 100), "000001")
+    host = OneHost(str(tmp_path / "root"), tmp_path / "staging", 1, read_lease_s=0.5)
+    keeper = host.keeper
+    host.publish(fake_checkpoint(tmp_path / "src" / "000001", b"f" * 100), "000001")
     ray.get(keeper.manifest.remote("000001"))  # a fetch began, and its worker was killed: no release ever comes
     time.sleep(1)
-    send_directory(keeper, fake_checkpoint(tmp_path / "src" / "000002", b"f" * 100), "000002")
+    host.publish(fake_checkpoint(tmp_path / "src" / "000002", b"f" * 100), "000002")
     assert steps(keeper) == [2]  # retention went on once the lease ran out
 
 
@@ -251,23 +262,22 @@ def test_scratch_of_a_killed_process_is_removed_and_no_one_elses(tmp_path):
 
 @pytest.mark.cluster  # a local Ray of this module's
 def test_a_fetch_removes_what_a_killed_fetch_left_beside_its_target(local_ray, tmp_path):
-    keeper = CheckpointKeeper.remote(str(tmp_path / "root"))
-    send_directory(keeper, fake_checkpoint(tmp_path / "src" / "000001", b"f" * 100), "000001")
+    host = OneHost(str(tmp_path / "root"), tmp_path / "staging")
+    keeper = host.keeper
+    host.publish(fake_checkpoint(tmp_path / "src" / "000001", b"f" * 100), "000001")
     # A fetch of the same checkpoint whose worker was killed: its pid is gone, a whole checkpoint is left.
     left = tmp_path / f".resumed.fetching.scratch-{socket.gethostname()}-{dead_pid()}"
     fake_checkpoint(left, b"f" * 100)
     assert fetch_directory(keeper, "000001", tmp_path / "resumed")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["resumed", "root", "src"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["resumed", "root", "src", "staging"]
 
 
 @pytest.mark.cluster  # a local Ray of this module's
 def test_a_failed_s3_publish_keeps_no_staged_copy(local_ray, s3_endpoint, tmp_path):
     staging = tmp_path / "staging"
-    keeper = CheckpointKeeper.options(runtime_env={"env_vars": s3_endpoint}).remote(
-        "s3://no-such-bucket/run", staging_dir=str(staging)
-    )
+    host = OneHost("s3://no-such-bucket/run", staging, options={"runtime_env": {"env_vars": s3_endpoint}})
     with pytest.raises(Exception, match="NoSuchBucket|does not exist"):
-        send_directory(keeper, fake_checkpoint(tmp_path / "src" / "000001"), "000001")
+        host.publish(fake_checkpoint(tmp_path / "src" / "000001"), "000001")
     assert [p for p in staging.rglob("*") if p.is_file()] == []  # nothing left to fill the disk save after save
 
 
@@ -275,9 +285,9 @@ def test_a_failed_s3_publish_keeps_no_staged_copy(local_ray, s3_endpoint, tmp_pa
 def test_an_s3_object_of_the_right_size_with_other_bytes_is_quarantined_not_resumed_forever(
     local_ray, s3_endpoint, tmp_path
 ):
-    keeper = CheckpointKeeper.options(runtime_env={"env_vars": s3_endpoint}).remote("s3://ckpts/corrupt")
+    host = OneHost("s3://ckpts/corrupt", tmp_path / "staging", options={"runtime_env": {"env_vars": s3_endpoint}})
     for step in ("000001", "000002"):
-        send_directory(keeper, fake_checkpoint(tmp_path / "src" / step, b"d" * 100), step)
+        host.publish(fake_checkpoint(tmp_path / "src" / step, b"d" * 100), step)
     key = "corrupt/checkpoints/000002/pretrained_model/model.safetensors"
     boto3.client("s3").put_object(Bucket="ckpts", Key=key, Body=b"e" * 100)
     fresh = CheckpointKeeper.options(runtime_env={"env_vars": s3_endpoint}).remote("s3://ckpts/corrupt")
@@ -294,12 +304,11 @@ def test_an_s3_object_of_the_right_size_with_other_bytes_is_quarantined_not_resu
 def test_an_s3_root_serves_a_file_by_reading_that_object_alone(local_ray, s3_server, tmp_path):
     # As keeper_and_part_stores builds them, each told where S3 is (this module's Ray started before the server).
     s3 = {"runtime_env": {"env_vars": s3_server.env}}
-    keeper = CheckpointKeeper.options(**s3).remote("s3://ckpts/ranged", staging_dir=str(tmp_path / "staging"))
-    local = PartStore.options(**s3).remote("s3://ckpts/ranged", str(tmp_path / "staging"), keeper)
-    ray.get(keeper.attach.remote([local], None))
+    host = OneHost("s3://ckpts/ranged", tmp_path / "staging", options=s3)
+    keeper, local = host.keeper, host.store
     checkpoint = fake_checkpoint(tmp_path / "src" / "000001", b"m" * 3_000_000)
     (checkpoint / "training_state" / "optimizer_state.safetensors").write_bytes(b"o" * 9_000_000)
-    send_directory(keeper, checkpoint, "000001")
+    host.publish(checkpoint, "000001")
     before = s3_server.bytes_read
     assert fetch_directory(keeper, "000001", tmp_path / "model", local, only="pretrained_model")
     model = tmp_path / "model" / "pretrained_model" / "model.safetensors"

@@ -14,15 +14,15 @@ import pytest
 import ray
 
 from raycluster.checkpoints.commits import Commits
+from raycluster.checkpoints.export import export_folder
 from raycluster.checkpoints.keeper import CheckpointKeeper
 from raycluster.checkpoints.manifest import MANIFEST, WRITTEN, manifest_of, problems
 from raycluster.checkpoints.part_store import NameCalls, PartStore
 from raycluster.checkpoints.parts import Complete, GivenUp, Part, PartSet
 from raycluster.checkpoints.placements import REMEMBERED_NAMES, Placements, Removal
 from raycluster.checkpoints.store import LocalStore
-from raycluster.checkpoints.transfer import fetch_directory, send_directory
+from raycluster.checkpoints.transfer import fetch_directory
 from raycluster.faults import NO_FAULTS, Faults
-from raycluster.training.worker.resume import final_checkpoint
 from raycluster.training.worker.shipping import outcome
 
 
@@ -316,16 +316,15 @@ def test_a_part_that_never_comes_fails_its_checkpoint_at_the_deadline_and_the_ne
 def test_a_part_deadline_counts_from_when_the_hosts_word_came_not_from_when_a_busy_keeper_got_to_it(
     local_ray, tmp_path
 ):
-    # Every thread the keeper has for its other calls is busy for 6 s (four whole-directory publishes held by the
-    # fault seam, as a resume hashing a restored checkpoint or fetches reading one would hold them).
-    hosts = Hosts(tmp_path, 2, part_deadline_s=2, faults=Faults(publish_delay_s=6))
+    # Every thread the keeper has for its other calls is busy for 6 s (four resume checks held by the fault seam,
+    # as resumes hashing a restored checkpoint would hold them).
+    hosts = Hosts(tmp_path, 2, part_deadline_s=2, faults=Faults(resume_check_s=6))
     ray.get(hosts.save(tmp_path, "000001", 1, hosts=[0]))
-    tokens = ray.get([hosts.keeper.begin.remote() for _ in range(4)])
-    busy = [hosts.keeper.commit.remote(token, f"busy{n}", {}) for n, token in enumerate(tokens)]
+    busy = [hosts.keeper.newest_complete.remote() for _ in range(4)]
     time.sleep(0.5)
     ray.get(hosts.save(tmp_path, "000001", 1, hosts=[1]))  # within 2 s of the first part's word; handled at once
     assert outcome(hosts.keeper, "000001", deadline_s=30) is None
-    assert ray.get(busy) == [f"busy{n}" for n in range(4)]
+    assert len(ray.get(busy)) == 4
     assert {e["part"] for e in hosts.record("000001").values()} == {0, 1}
 
 
@@ -341,24 +340,22 @@ def test_retention_deletes_a_checkpoint_on_every_host_and_its_commit_record_firs
 
 
 @pytest.mark.cluster  # a local Ray of this module's
-def test_the_final_model_of_a_checkpoint_spread_over_hosts_carries_every_hosts_shards(local_ray, tmp_path):
-    # safetensors_dcp with a model dir: rank 0's own `last` holds only its host's shards; the published model must
-    # be the whole pretrained_model, assembled from every host.
+def test_the_model_exported_from_a_checkpoint_spread_over_hosts_carries_every_hosts_shards(local_ray, tmp_path):
+    # safetensors_dcp with a model dir: each host's root holds only its own shards; the model dir (on algo-1, the
+    # driver's) must get the whole pretrained_model, read back from every host, and nothing else of the checkpoint.
     hosts = Hosts(tmp_path, 3)
-    ray.get(hosts.save(tmp_path, "000001", 1))
-    assert outcome(hosts.keeper, "000001", deadline_s=30) is None
-    output_dir = tmp_path / "save-a1-h0"  # rank 0's output dir: its `checkpoints/last` is its own save
-    (output_dir / "checkpoints").mkdir()
-    (output_dir / "000001").rename(output_dir / "checkpoints" / "000001")
-    (output_dir / "checkpoints" / "last").symlink_to("000001")
-    final = final_checkpoint(hosts.keeper, output_dir, ["000001"], hosts.stores[0])
-    shards = sorted(p.name for p in (final / "pretrained_model" / "pytorch_model_fsdp_0").iterdir())
+    for name, payload in (("000001", b"first"), ("000002", b"second")):
+        ray.get(hosts.save(tmp_path, name, 1, payload=payload))
+        assert outcome(hosts.keeper, name, deadline_s=30) is None
+    model_dir = tmp_path / "algo-1" / "model"
+    export_folder(hosts.keeper, "000001", "pretrained_model", str(model_dir), hosts.stores[0])
+    exported = export_folder(hosts.keeper, "000002", "pretrained_model", str(model_dir), hosts.stores[0])
+    assert exported == model_dir / "pretrained_model"
+    shards = sorted(p.name for p in (exported / "pytorch_model_fsdp_0").iterdir())
     assert shards == ["__0_0.distcp", "__1_0.distcp", "__2_0.distcp"]
-    assert not (final / "training_state").exists()  # the policy only: what the model dir gets
-    one_host = Hosts(tmp_path / "one", 1)  # one part (LeRobot 0.6.x): rank 0's own save is the whole of it
-    ray.get(one_host.save(tmp_path / "one", "000001", 1))
-    assert outcome(one_host.keeper, "000001", deadline_s=30) is None
-    assert final_checkpoint(one_host.keeper, output_dir, ["000001"]) == output_dir / "checkpoints" / "000001"
+    assert (exported / "pytorch_model_fsdp_0" / "__2_0.distcp").read_text() == "second"  # the newer replaced
+    assert LocalStore(model_dir).problems("pretrained_model") is None  # a record of its own, every file in it
+    assert sorted(p.name for p in model_dir.iterdir()) == ["pretrained_model"]  # the one replaced, no scratch left
 
 
 @pytest.mark.cluster  # a local Ray of this module's
@@ -386,7 +383,8 @@ def test_a_resume_names_the_host_whose_part_store_is_gone_and_takes_the_newest_c
     whole = tmp_path / "whole" / "000001" / "pretrained_model"
     whole.mkdir(parents=True)
     (whole / "config.json").write_text("{}")
-    send_directory(hosts.keeper, whole.parent, "000001")  # published whole into the keeper's own root
+    ray.get(hosts.stores[0].stage.remote("000001", 1, 0, 1, str(whole.parent)))  # one part, on algo-1 alone
+    assert outcome(hosts.keeper, "000001", deadline_s=30) is None
     ray.get(hosts.save(tmp_path, "000002", 1))
     assert outcome(hosts.keeper, "000002", deadline_s=30) is None
     ray.kill(hosts.stores[2], no_restart=True)  # host 3's part store dies; its files stay on its disk

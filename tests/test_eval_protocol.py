@@ -17,8 +17,7 @@ import pytest
 import ray
 
 from conftest import dead_pid
-from raycluster.checkpoints.keeper import keeper_on_this_node
-from raycluster.checkpoints.transfer import send_directory
+from published import OneHost
 from raycluster.evals.keeper import evals_for_run
 from raycluster.evals.plan import EvalPlan
 from raycluster.evals.records import CANCELLED, FAILED, SKIPPED, TIMED_OUT, VALIDATED
@@ -84,19 +83,20 @@ def eventually(check, timeout: float = 60) -> None:
         time.sleep(0.2)
 
 
-def publish(keeper, tmp_path, *names: str) -> None:
+def publish(host: OneHost, tmp_path, *names: str) -> None:
+    """Each committed the way training commits it (a host's part store stages it), the evaluations told."""
     for name in names:
         source = tmp_path / "saved" / name
         source.mkdir(parents=True)
         (source / "pretrained_model").mkdir()
         (source / "pretrained_model" / "model.safetensors").write_bytes(name.encode() * 100)
-        send_directory(keeper, source, name)
+        host.publish(source, name)
 
 
 def run_of(tmp_path, keep: int = 0, faults: Faults = NO_FAULTS, task=stand_in, **plan):
-    keeper = keeper_on_this_node(str(tmp_path / "root"), keep, faults=faults)
+    host = OneHost(str(tmp_path / "root"), tmp_path / "staging", keep, faults=faults)
     settings = {"held_out": True, "rollouts": False, "options": {"resources": {}}, "timeout_s": 30.0, **plan}
-    return keeper, evals_for_run(EvalPlan(**settings), keeper, None, task=task, faults=faults)
+    return host, evals_for_run(EvalPlan(**settings), host.keeper, None, task=task, faults=faults)
 
 
 def kept(tmp_path) -> list[str]:
@@ -104,8 +104,9 @@ def kept(tmp_path) -> list[str]:
 
 
 def test_every_checkpoint_is_held_until_its_outcome_and_the_best_for_good(local_ray, tmp_path):
-    keeper, evals = run_of(tmp_path, keep=1, metric="eval_loss")
-    publish(keeper, tmp_path, "000001", "000002", "000003", "000004")
+    host, evals = run_of(tmp_path, keep=1, metric="eval_loss")
+    keeper = host.keeper
+    publish(host, tmp_path, "000001", "000002", "000003", "000004")
     outcome = ray.get(evals.finish.remote(False), timeout=120)
     statuses = {e["checkpoint"]: e["status"] for e in outcome["evaluations"]}
     assert statuses == {"000001": VALIDATED, "000002": VALIDATED, "000003": VALIDATED, "000004": FAILED}
@@ -118,8 +119,9 @@ def test_every_checkpoint_is_held_until_its_outcome_and_the_best_for_good(local_
 
 
 def test_a_slow_evaluation_times_out_counted_from_its_start(local_ray, tmp_path):
-    keeper, evals = run_of(tmp_path, timeout_s=2.0)
-    publish(keeper, tmp_path, "000005")  # gated: it runs until cancelled
+    host, evals = run_of(tmp_path, timeout_s=2.0)
+    keeper = host.keeper
+    publish(host, tmp_path, "000005")  # gated: it runs until cancelled
     eventually(lambda: began("000005"))
     outcome = ray.get(evals.finish.remote(False), timeout=60)  # the timeout, counted from its start, comes first
     assert [(e["status"], e["error"]) for e in outcome["evaluations"]] == [
@@ -131,8 +133,9 @@ def test_a_slow_evaluation_times_out_counted_from_its_start(local_ray, tmp_path)
 def test_a_stop_waits_for_none_and_releases_every_hold_even_of_an_announcement_that_comes_after_it(local_ray, tmp_path):
     # The race of a stop, driven on purpose: the keeper's word of the commit is lost (the fault seam), so only
     # the stop's own reconciliation knows of 000005, and the word then comes after the stop, from the test.
-    keeper, evals = run_of(tmp_path, faults=Faults(lose_announcements=True))
-    publish(keeper, tmp_path, "000005")
+    host, evals = run_of(tmp_path, faults=Faults(lose_announcements=True))
+    keeper = host.keeper
+    publish(host, tmp_path, "000005")
     assert ray.get(keeper.evaluation_holds.remote()) == ["000005"]  # held with its commit
     started = time.monotonic()
     outcome = ray.get(evals.finish.remote(True), timeout=60)
@@ -141,7 +144,7 @@ def test_a_stop_waits_for_none_and_releases_every_hold_even_of_an_announcement_t
     assert ray.get(keeper.evaluation_holds.remote()) == []  # released before the stop returned
     ray.get(evals.published.remote("000005"))  # the late word: released, never evaluated
     assert ray.get(keeper.evaluation_holds.remote()) == []
-    publish(keeper, tmp_path, "000006")  # a commit after the stop is held for no one
+    publish(host, tmp_path, "000006")  # a commit after the stop is held for no one
     assert ray.get(keeper.evaluation_holds.remote()) == []
     assert kept(tmp_path) == ["000005", "000006"]
 
@@ -149,10 +152,11 @@ def test_a_stop_waits_for_none_and_releases_every_hold_even_of_an_announcement_t
 def test_a_backlog_beyond_the_capacity_skips_the_oldest_waiting(local_ray, tmp_path):
     # One CPU: 000006 runs (until the test opens its gate) while 000007-000011 wait; the fifth waiting one makes
     # the oldest give way, and the end of the run waits for the rest.
-    keeper, evals = run_of(tmp_path)
-    publish(keeper, tmp_path, "000006")
+    host, evals = run_of(tmp_path)
+    keeper = host.keeper
+    publish(host, tmp_path, "000006")
     eventually(lambda: began("000006"))
-    publish(keeper, tmp_path, "000007", "000008", "000009", "000010", "000011")
+    publish(host, tmp_path, "000007", "000008", "000009", "000010", "000011")
     # 000007 skipped once 000011 was announced: its hold released, the others' kept while they wait.
     eventually(lambda: ray.get(keeper.evaluation_holds.remote()) == ["000006", "000008", "000009", "000010", "000011"])
     assert not began("000007")
@@ -174,8 +178,8 @@ def test_an_evaluation_removes_what_a_cancelled_one_left_in_its_scratch(local_ra
     left = Path(tempfile.gettempdir()) / f"raycluster-eval-000001-test{os.getpid()}.scratch-{owner}"
     (left / "000001" / "pretrained_model").mkdir(parents=True)
     try:
-        keeper, evals = run_of(tmp_path, faults=Faults(eval_raise=(1,)), task=evaluate_checkpoint)
-        publish(keeper, tmp_path, "000001")
+        host, evals = run_of(tmp_path, faults=Faults(eval_raise=(1,)), task=evaluate_checkpoint)
+        publish(host, tmp_path, "000001")
         outcome = ray.get(evals.finish.remote(False), timeout=120)
         assert [e["status"] for e in outcome["evaluations"]] == [FAILED]  # the fault, once the scratch was seen to
         assert not left.exists()

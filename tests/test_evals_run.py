@@ -133,7 +133,8 @@ def test_the_held_out_loss_is_lerobots_own_at_one_rank(one_worker_run):
     threads = torch.get_num_threads()  # the evaluation sets this process's to the CPUs its task would hold
     try:
         for step, loss in inline.items():
-            ours = evaluate_pretrained(out / "checkpoints" / f"{step:06d}" / "pretrained_model", plan)
+            committed = out.parent / "checkpoints" / "checkpoints" / f"{step:06d}"  # rank 0 keeps only its last
+            ours = evaluate_pretrained(committed / "pretrained_model", plan)
             assert f"{ours['eval_loss']:.4f}" == f"{loss:.4f}" and ours["eval_frames"] == 60
     finally:
         torch.set_num_threads(threads)

@@ -113,9 +113,10 @@ def test_sigterm_while_a_checkpoint_is_published_and_the_dashboard_is_stopped_co
 
 def test_sigterm_while_the_final_model_is_published_lands_it_whole(job, tmp_path, monkeypatch):
     monkeypatch.setenv(TESTING_PUBLISH_DELAY, "8")
-    # Its own job: every publish is held, and the job is stopped during the final model's.
+    # Its own job: every publish is held, and the job is stopped during the final model's (read back from the last
+    # checkpoint by the driver once training returned).
     sim = job(tmp_path, 2, {**TRAINING, "steps": 3})
-    wait_for_log(tmp_path / "algo-1" / "log.txt", "holding the publish of pretrained_model")
+    wait_for_log(tmp_path / "algo-1" / "log.txt", "holding the publish of the model")
     result, seconds = stop_and_time(sim)
     report("during the final model's publish", seconds, result)
     # The guide: the model lands whole in /opt/ml/model; 143 `stopped by SIGTERM …` (training had ended: the

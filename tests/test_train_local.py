@@ -142,6 +142,7 @@ def test_diffusion_trains_and_a_run_that_saves_no_checkpoint_still_ends_well_wit
         "--log_freq=3",
         "--save_checkpoint=false",
         f"--output_dir={tmp_path / 'out'}",
+        f"--cluster.checkpoint_dir={tmp_path / 'checkpoints'}",
         f"--cluster.model_dir={tmp_path / 'model'}",
     )
     assert "nothing to publish to the model dir" in result.stdout + result.stderr

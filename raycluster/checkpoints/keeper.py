@@ -5,33 +5,27 @@ A checkpoint's bytes never pass through it. Every host stages the saves the keep
 its own part store, which tells the keeper; once every part of one attempt has arrived (``PartSet``), the keeper
 asks every host to place its part into the root, and writes the commit record (the manifest of every part)
 after the last one is in place (``commits.py`` decides, ``part_commits.py`` carries it out).
-The final model (one directory, from rank 0) is still sent here whole: it lands in the driver's model dir.
+This is the one way anything is published: the run's model is read back from a committed checkpoint
+(``export.py``), never sent here whole.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import shutil
-import tempfile
 import threading
 import time
-import uuid
-from pathlib import Path
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from raycluster.checkpoints.commits import Commits
 from raycluster.checkpoints.holds import Holds
-from raycluster.checkpoints.manifest import MANIFEST, inside
 from raycluster.checkpoints.part_commits import WORDS, PartCommits
-from raycluster.checkpoints.part_store import link_or_copy, part_stores_on_every_node
+from raycluster.checkpoints.part_store import part_stores_on_every_node
 from raycluster.checkpoints.parts import PART_DEADLINE_S
 from raycluster.checkpoints.retention import Retention
 from raycluster.checkpoints.roots import open_store
 from raycluster.checkpoints.serving import FetchServing
-from raycluster.checkpoints.store import LocalStore
 from raycluster.faults import NO_FAULTS, Faults
 
 log = logging.getLogger(__name__)
@@ -49,24 +43,17 @@ class CheckpointKeeper(PartCommits, FetchServing):
         self,
         root: str,
         keep: int = 0,
-        store=None,
-        staging_dir: str = "",
         read_lease_s: float = READ_LEASE_S,
         part_deadline_s: float = PART_DEADLINE_S,
         faults: Faults = NO_FAULTS,
     ):
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-        self.store, self.faults = store or open_store(root), faults
-        if staging_dir:
-            Path(staging_dir).mkdir(parents=True, exist_ok=True)
-        self.staging = Path(tempfile.mkdtemp(prefix="raycluster-staging-", dir=staging_dir or None))
+        self.store, self.faults = open_store(root), faults
         # A restarted worker group fetches while the previous attempt's publish may still run (calls come
         # from several threads): retention spares what is being read, quarantine what is being published.
         self._lock = threading.Lock()
         self.retention = Retention(keep, read_lease_s)
-        self._publishing: set[str] = set()
-        """Names being published whole (``commit``); those published from parts are ``commits.placing``."""
-        # Its ``complete`` names are checked once (published here, or verified against their manifest): never
+        # Its ``complete`` names are checked once (committed here, or verified against their manifest): never
         # hashed again in this run, neither at each save's retention nor in the stop window.
         self.commits = Commits(part_deadline_s)
         self.part_stores: list = []
@@ -97,60 +84,6 @@ class CheckpointKeeper(PartCommits, FetchServing):
 
     def evaluation_holds(self) -> list[str]:
         return self.holds.names()
-
-    def begin(self) -> str:
-        token = uuid.uuid4().hex[:12]
-        (self.staging / token).mkdir()
-        return token
-
-    def write(self, token: str, relpath: str, offset: int, data: bytes) -> None:
-        path = inside(self.staging / token, relpath)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("r+b" if offset else "wb") as f:
-            f.seek(offset)
-            f.write(data)
-
-    def commit(self, token: str, name: str, manifest: dict[str, dict]) -> str:
-        """Publish what ``token`` received as ``name`` (one directory, sent whole: the final model)."""
-        staged = self.staging / token
-        received = {str(p.relative_to(staged)): p.stat().st_size for p in staged.rglob("*") if p.is_file()}
-        # Sizes here; the checksums are checked whenever a checkpoint is resumed from. Hashing every upload
-        # twice would take CPU from training on the keeper's node for no gain over that.
-        if received != {relpath: entry["size"] for relpath, entry in manifest.items()}:
-            shutil.rmtree(staged)
-            raise RuntimeError(f"checkpoint {name}: received files differ from the sender's manifest")
-        with self._lock:
-            self._publishing.add(name)
-        try:
-            (staged / MANIFEST).write_text(json.dumps(manifest, indent=1))
-            self.faults.delay_publish(name)
-            self.store.publish(staged, name)
-            with self._lock:
-                self.commits.complete.add(name)
-                self.holds.take(name)
-        except BaseException:
-            shutil.rmtree(staged, ignore_errors=True)  # a refused upload keeps nothing on disk
-            raise
-        finally:
-            with self._lock:
-                self._publishing.discard(name)
-        log.info("published checkpoint %s to %s", name, self.store)
-        self.holds.announce(name)
-        if name.isdigit():
-            self._retain()
-        return name
-
-    def node_id(self) -> str:
-        return ray.get_runtime_context().get_node_id()
-
-    def adopt(self, token: str, source: str, manifest: dict[str, dict]) -> None:
-        """Rank 0 on this node: take its files directly, hard-linked where the filesystem allows (LeRobot
-        never rewrites a saved checkpoint), so nothing is copied through Ray."""
-        for relpath in manifest:
-            link_or_copy(inside(Path(source), relpath), inside(self.staging / token, relpath))
-
-    def abort(self, token: str) -> None:
-        shutil.rmtree(self.staging / token, ignore_errors=True)
 
     def _retain(self) -> None:
         """Keep the newest ``keep`` complete checkpoints and whatever is held, published or fetched (``Retention``
@@ -183,8 +116,8 @@ class CheckpointKeeper(PartCommits, FetchServing):
             log.info("retention (keep %d): deleted checkpoint %s", self.retention.keep, name)
 
     def _in_use(self, name: str) -> bool:
-        """Held, or (a step saved again) being published anew: its record may be new."""
-        return name in self.holds or name in self._publishing or name in self.commits.placing
+        """Held, or (a step saved again) being placed anew: its record may be new."""
+        return name in self.holds or name in self.commits.placing
 
     def complete_names(self) -> list[str]:
         """Every complete checkpoint, oldest step first: each checked against its manifest once in this keeper's
@@ -206,24 +139,20 @@ class CheckpointKeeper(PartCommits, FetchServing):
         return complete
 
 
-def keeper_on_this_node(
-    root: str, keep: int = 0, local_name_root: bool = False, staging_dir: str = "", faults: Faults = NO_FAULTS
-):
-    """A keeper pinned to the caller's node (the driver's). ``local_name_root``: ``root`` itself holds
-    the published names (e.g. ``/opt/ml/model/pretrained_model``), not ``root/checkpoints``.
-    ``staging_dir``: where checkpoints are assembled, on the root's filesystem (default: a temp dir)."""
+def keeper_on_this_node(root: str, keep: int = 0, faults: Faults = NO_FAULTS):
+    """A keeper pinned to the caller's node (the driver's)."""
     node_id = ray.get_runtime_context().get_node_id()
     return CheckpointKeeper.options(
         scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
-    ).remote(root, keep, LocalStore(Path(root)) if local_name_root else None, staging_dir, faults=faults)
+    ).remote(root, keep, faults=faults)
 
 
 def keeper_and_part_stores(
     root: str, keep: int, staging_dir: str, curves=None, faults: Faults = NO_FAULTS
 ) -> tuple[object, dict]:
-    """The keeper of ``root`` on the caller's node, and a part store on every node: what training and the
-    sharded-checkpoint test job both publish through."""
-    keeper = keeper_on_this_node(root, keep, staging_dir=staging_dir, faults=faults)
+    """The keeper of ``root`` on the caller's node, and a part store on every node (staging in ``staging_dir``):
+    what training and the sharded-checkpoint test job both publish through."""
+    keeper = keeper_on_this_node(root, keep, faults=faults)
     part_stores = part_stores_on_every_node(root, staging_dir, keeper, faults)
     # Bounded: the actors start on every node first (a process each), then the keeper asks each part store (60 s).
     ray.get(keeper.attach.remote(list(part_stores.values()), curves), timeout=ATTACH_S)

@@ -76,7 +76,7 @@ class PartCommits:
         """A publish is under way (a restart asks, and waits with a deadline of its own, before resuming)."""
         with self._lock:
             effects = self.commits.expire(time.monotonic())
-            busy = bool(self._publishing or self.commits.placing)
+            busy = bool(self.commits.placing)
         self._carry_out(effects)
         return busy
 
@@ -85,12 +85,6 @@ class PartCommits:
             answer, effects = self.commits.outcome(name, time.monotonic())
         self._carry_out(effects)
         return answer
-
-    def has_parts_elsewhere(self, name: str) -> bool:
-        """``name`` was committed here from several hosts' parts (no one host's save holds all of it)."""
-        if name not in self.commits.holders:
-            return False
-        return len({entry.get("part", 0) for entry in self.store.manifest(name).values()}) > 1
 
     def failures_by_name(self) -> dict[str, str]:
         """Every checkpoint not published (and not published since), with its cause."""

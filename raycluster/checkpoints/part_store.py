@@ -217,3 +217,8 @@ def part_stores_on_every_node(root: str, staging_dir: str, keeper, faults: Fault
                 root, staging_dir, keeper, faults
             )
     return stores
+
+
+def local_part_store(part_stores: dict | None):
+    """The caller's node's part store, of ``part_stores`` (node id -> part store), when there is one."""
+    return (part_stores or {}).get(ray.get_runtime_context().get_node_id())

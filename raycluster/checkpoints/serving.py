@@ -21,6 +21,7 @@ class FetchServing:
         """The newest checkpoint that passes its manifest; incomplete ones are moved aside, not deleted.
         One committed here from other hosts' parts is checked where it is read: by every fetch of it. The
         answer is held against retention for one read lease, so the fetches that follow find it."""
+        self.faults.slow_resume_check()
         name = self._newest_complete()
         if name is not None:
             with self._lock:
@@ -36,7 +37,7 @@ class FetchServing:
             if int(name) >= int(older_than):
                 break
             with self._lock:  # one this keeper committed has its record: no manifest read for it, each resume
-                known = name in self._publishing or name in self.commits.placing or name in self.commits.complete
+                known = name in self.commits.placing or name in self.commits.complete
             try:
                 unrecorded = not known and self.store.manifest(name) is None
             except Exception:  # a record that cannot be read is not this check's to judge
@@ -51,7 +52,7 @@ class FetchServing:
         answered: dict = {}  # each part store asked once a call, however many checkpoints it holds parts of
         for name in reversed(self.store.names()):
             with self._lock:
-                if name in self._publishing or name in self.commits.placing:  # not complete yet, nor broken
+                if name in self.commits.placing:  # not complete yet, nor broken
                     continue
                 if name in self.retention.deleting:  # on its way out: a fetch of it would be refused
                     continue

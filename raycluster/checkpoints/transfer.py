@@ -1,5 +1,5 @@
-"""Moving checkpoint directories between nodes, one bounded chunk at a time: a directory sent whole to a keeper
-(the final model), and a checkpoint fetched onto a node from every host that holds a part of it."""
+"""A committed checkpoint fetched onto a node, one bounded chunk at a time, from every host that holds a part of
+it; and rank 0's older local checkpoints pruned once the keeper holds a newer one."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ from pathlib import Path
 
 import ray
 
-from raycluster.checkpoints.manifest import CHUNK_BYTES as CHUNK
-from raycluster.checkpoints.manifest import inside, manifest_of, problems
+from raycluster.checkpoints.manifest import inside, problems
 from raycluster.checkpoints.part_store import link_or_copy
 from raycluster.checkpoints.scratch import owned_suffix, remove_orphans
 
@@ -19,36 +18,7 @@ log = logging.getLogger(__name__)
 
 READ_TIMEOUT_S = 120.0
 """One chunk from another host, or one answer of the keeper's: a host that does not answer in this long fails
-the fetch (and the attempt), or the send."""
-PUBLISH_TIMEOUT_S = 1800.0
-"""The keeper taking a whole directory (links, or copies where the filesystem refuses them) and committing it
-(an upload, on an S3 root: a π₀-sized model takes minutes): the watchdog's allowance for the final publish."""
-
-
-def send_directory(keeper, source: Path, name: str) -> str:
-    """Hand ``source`` to the keeper and publish it as ``name``: directly when both are on one node, else
-    streamed through Ray in bounded chunks. On any error, a keeper that does not answer among them, nothing is
-    published."""
-    source = Path(source).resolve()
-    manifest = manifest_of(source)
-    token = ray.get(keeper.begin.remote(), timeout=READ_TIMEOUT_S)
-    try:
-        if ray.get(keeper.node_id.remote(), timeout=READ_TIMEOUT_S) == ray.get_runtime_context().get_node_id():
-            ray.get(keeper.adopt.remote(token, str(source), manifest), timeout=PUBLISH_TIMEOUT_S)
-            return ray.get(keeper.commit.remote(token, name, manifest), timeout=PUBLISH_TIMEOUT_S)
-        for relpath in manifest:
-            with inside(source, relpath).open("rb") as f:
-                offset, chunk = 0, f.read(CHUNK)
-                while True:
-                    ray.get(keeper.write.remote(token, relpath, offset, chunk), timeout=READ_TIMEOUT_S)
-                    offset += len(chunk)
-                    chunk = f.read(CHUNK)
-                    if not chunk:
-                        break
-        return ray.get(keeper.commit.remote(token, name, manifest), timeout=PUBLISH_TIMEOUT_S)
-    except BaseException:
-        keeper.abort.remote(token)
-        raise
+the fetch (and the attempt)."""
 
 
 def _copy_from(source, keeper, name: str, relpath: str, path: Path) -> None:

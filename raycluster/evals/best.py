@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import logging
-import tempfile
-from pathlib import Path
 
 import ray
 
-from raycluster.checkpoints.transfer import fetch_directory, send_directory
+from raycluster.checkpoints.export import export_folder
 from raycluster.lerobot.api import PRETRAINED_MODEL
 
 log = logging.getLogger(__name__)
@@ -30,18 +28,15 @@ def finish_evals(evals, stopped: bool, timeout_s: float) -> dict:
         return NONE
 
 
-def export_best(best: dict, checkpoint_keeper, model_keeper, model_dir: str, staging: str) -> dict:
-    """Make the best checkpoint's ``pretrained_model`` the run's model (replacing the last one rank 0 sent), in
-    ``model_dir``; the entry with where it went, or with why it did not (the last checkpoint's model stays)."""
+def export_best(best: dict, checkpoint_keeper, model_dir: str, local=None) -> dict:
+    """Make the best checkpoint's ``pretrained_model`` the run's model, in ``model_dir``; the entry with where it
+    went, or with why it did not (the caller then exports the last checkpoint's). ``local``: this node's part
+    store."""
     name = best["checkpoint"]
     try:
-        with tempfile.TemporaryDirectory(prefix=f"raycluster-best-{name}-", dir=staging) as scratch:
-            target = Path(scratch) / name
-            fetch_directory(checkpoint_keeper, name, target, only=PRETRAINED_MODEL)
-            send_directory(model_keeper, target / PRETRAINED_MODEL, PRETRAINED_MODEL)
+        exported = export_folder(checkpoint_keeper, name, PRETRAINED_MODEL, model_dir, local)
     except Exception as exc:
         log.error("the best checkpoint %s could not be exported to %s: %s", name, model_dir, exc)
         return {**best, "exported_to": None, "export_error": str(exc)}
-    exported = str(Path(model_dir) / PRETRAINED_MODEL)
     log.info("best checkpoint %s (%s %.4g) exported to %s", name, best["metric"], best["value"], exported)
-    return {**best, "exported_to": exported}
+    return {**best, "exported_to": str(exported)}

@@ -29,7 +29,7 @@ START_UP = (
     "lerobot_set_up",  # LeRobot's dataset, policy and optimizer made, on rank 0: its first step begins
     "first_step",
     "last_step",
-    "final_checkpoint_published",  # the run's checkpoints published by the keeper (and its model)
+    "final_checkpoint_published",  # the run's checkpoints published by the keeper
     "training_returned",  # Ray Train's fit() returned on the driver
     "summary_written",  # Ray shut down (or left), the summary written: the command ends
 )

@@ -1,43 +1,71 @@
-"""The actors a run publishes through, all on the driver's node: the model's keeper, the checkpoints' keeper
-(with a part store on every node) and the evaluations' keeper; and what the driver does with them at the end."""
+"""The actors a run publishes through, all on the driver's node: the checkpoints' keeper (with a part store on
+every node) and the evaluations' keeper; and what the driver does with them at the end: the model dir gets the
+best checkpoint's policy, or the last one's, read back from the checkpoint root."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
-from raycluster.checkpoints.keeper import keeper_and_part_stores, keeper_on_this_node
+import ray
+
+from raycluster.checkpoints.export import export_folder
+from raycluster.checkpoints.keeper import keeper_and_part_stores
+from raycluster.checkpoints.part_store import local_part_store
 from raycluster.cluster_config import ClusterConfig
 from raycluster.evals.best import export_best, finish_evals
 from raycluster.evals.keeper import evals_for_run
 from raycluster.evals.plan import EvalPlan
-from raycluster.faults import Faults
+from raycluster.faults import NO_FAULTS, Faults
+from raycluster.lerobot.api import PRETRAINED_MODEL
+
+log = logging.getLogger(__name__)
+
+LIST_S = 120.0
+"""The keeper's list of complete checkpoints (a manifest check of each not yet checked)."""
 
 
 @dataclass(frozen=True)
 class RunKeepers:
-    model: object | None = None
     checkpoints: object | None = None
     part_stores: dict | None = None
     evals: object | None = None
 
 
 def keepers_for_run(cluster: ClusterConfig, plan: EvalPlan | None, staging: str, curves, faults: Faults) -> RunKeepers:
-    model = checkpoints = part_stores = evals = None
-    if cluster.model_dir:
-        model = keeper_on_this_node(cluster.model_dir, local_name_root=True, staging_dir=staging, faults=faults)
-    if cluster.checkpoint_dir:
-        checkpoints, part_stores = keeper_and_part_stores(
-            cluster.checkpoint_dir, cluster.keep_checkpoints, staging, curves, faults
-        )
-        evals = evals_for_run(plan, checkpoints, curves, faults=faults)
-    return RunKeepers(model, checkpoints, part_stores, evals)
+    if not cluster.checkpoint_dir:
+        return RunKeepers()
+    checkpoints, part_stores = keeper_and_part_stores(
+        cluster.checkpoint_dir, cluster.keep_checkpoints, staging, curves, faults
+    )
+    return RunKeepers(checkpoints, part_stores, evals_for_run(plan, checkpoints, curves, faults=faults))
 
 
-def evaluated(keepers: RunKeepers, cluster: ClusterConfig, stopped: bool, staging: str) -> dict:
-    """Every evaluation's outcome once the workers are done; after a normal end, the best checkpoint becomes
-    the model in ``--cluster.model_dir`` (after a stop, the stopped step's model stays: a stop waits for nothing)."""
+def evaluated(keepers: RunKeepers, cluster: ClusterConfig, stopped: bool, faults: Faults = NO_FAULTS) -> dict:
+    """Every evaluation's outcome once the workers are done; after a normal end, the model in
+    ``--cluster.model_dir`` is the best checkpoint's policy, or the last one's (after a stop, none is exported:
+    a stop waits for nothing)."""
     outcome = finish_evals(keepers.evals, stopped, cluster.eval_timeout_s)
-    best = outcome["best"]
-    if best is not None and keepers.model is not None and not stopped:
-        best = export_best(best, keepers.checkpoints, keepers.model, cluster.model_dir, staging)
+    if stopped or not cluster.model_dir:
+        return outcome
+    local, best = local_part_store(keepers.part_stores), outcome["best"]
+    if best is not None:
+        best = export_best(best, keepers.checkpoints, cluster.model_dir, local)
+        if best["exported_to"] is not None:
+            return {**outcome, "best": best}
+    export_last(keepers.checkpoints, cluster.model_dir, local, faults)
     return {**outcome, "best": best}
+
+
+def export_last(keeper, model_dir: str, local, faults: Faults = NO_FAULTS) -> None:
+    """The newest complete checkpoint's policy into ``model_dir``; raises if it cannot be read whole (the run's
+    model is its output: a run that cannot deliver it fails)."""
+    names = ray.get(keeper.complete_names.remote(), timeout=LIST_S)
+    if not names:
+        log.warning("no checkpoint was saved (--save_checkpoint=false?): nothing to publish to the model dir")
+        return
+    faults.delay_publish(f"the model (checkpoint {names[-1]})")
+    try:
+        export_folder(keeper, names[-1], PRETRAINED_MODEL, model_dir, local)
+    except Exception as exc:
+        raise RuntimeError(f"checkpoint {names[-1]}'s policy could not be exported to {model_dir}: {exc}") from exc

@@ -92,7 +92,6 @@ def make_trainer(
         journal,
         checkpoint_keeper=keepers.checkpoints,
         part_stores=keepers.part_stores,
-        model_keeper=keepers.model,
         curves=curves,
         sharding=cluster.sharding,
         progress=board,
@@ -123,6 +122,7 @@ def run_training(
     stop = stop or StopRequest()
     started = process_started()
     cluster, lerobot_args = absolute_paths(cluster, lerobot_args, Path.cwd())
+    cluster.check_outputs()
     resuming = bool(cluster.checkpoint_dir) and has_complete_checkpoint(cluster.checkpoint_dir)
     cfg, args, plan = prepare_lerobot_args(cluster, lerobot_args, resuming)
     recorded = [Phase("flags_checked", time.time(), 0)]
@@ -151,7 +151,7 @@ def run_training(
         try:
             result: WorkerResult = fit_listening(trainer, stop).return_value
             recorded += [Phase("training_returned", time.time(), 0), *ray.get(journal.phases.remote(), timeout=60)]
-            evals = evaluated(keepers, cluster, result.interrupted_at is not None, staging)
+            evals = evaluated(keepers, cluster, result.interrupted_at is not None, faults)
             mark_phases(curves, recorded, started)
         except Exception as exc:
             raise TrainingFailed(f"training failed: {failure_cause(exc, journal)}") from exc

@@ -19,8 +19,6 @@ class WorkerConfig:
     """CheckpointKeeper owning --cluster.checkpoint_dir, when set."""
     part_stores: dict | None = None
     """Node id -> that node's PartStore of --cluster.checkpoint_dir, when set."""
-    model_keeper: object | None = None
-    """CheckpointKeeper that receives the final pretrained_model, when --cluster.model_dir is set."""
     curves: object | None = None
     """CurveKeeper that records the run's curves, unless --cluster.track=none (or trackio is missing)."""
     sharding: str = "none"

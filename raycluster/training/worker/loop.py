@@ -10,6 +10,7 @@ from pathlib import Path
 import ray.train.torch
 import torch.distributed as dist
 
+from raycluster.checkpoints.part_store import local_part_store
 from raycluster.lerobot import api as lerobot_api
 from raycluster.lerobot.api import parse_train_config
 from raycluster.lerobot.lines import Placement, installed_line
@@ -20,7 +21,7 @@ from raycluster.training.watch.progress import PUBLISHING, STARTING, ProgressBea
 from raycluster.training.watch.stacks import answer_stack_requests
 from raycluster.training.worker.config import WorkerConfig, WorkerResult
 from raycluster.training.worker.curve_hooks import CurveHooks
-from raycluster.training.worker.publishing import local_part_store, publish_all, uploads_failed
+from raycluster.training.worker.publishing import publish_all, uploads_failed
 from raycluster.training.worker.recorder import StepRecorder
 from raycluster.training.worker.resume import ANSWER_S, Start, agree_on_start
 from raycluster.training.worker.shipping import checkpoint_shipping
@@ -161,7 +162,7 @@ def train_loop_per_worker(config: dict) -> WorkerResult | None:
         if shipper is not None:  # this host's part of the last checkpoints: rank 0's summary waits for it
             shipper.drain()
         return None
-    published, lost = publish_all(worker, Path(cfg.output_dir), shipper, interrupted_at is None, start.attempt)
+    published, lost = publish_all(worker, Path(cfg.output_dir), shipper, start.attempt)
     tracker.wait()  # after the checkpoints: a stop's save is published first
     result = WorkerResult(
         world_size=world_size,

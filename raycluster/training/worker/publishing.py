@@ -1,5 +1,5 @@
-"""Rank 0's end: every checkpoint published (waited for), the final model sent to the model dir, and every
-checkpoint that was not published, with its cause."""
+"""Rank 0's end: every checkpoint published (waited for), and every checkpoint that was not published, with its
+cause. (The model dir is filled afterwards by the driver, from the checkpoint root.)"""
 
 from __future__ import annotations
 
@@ -9,20 +9,13 @@ from pathlib import Path
 
 import ray
 
-from raycluster.checkpoints.transfer import send_directory
-from raycluster.lerobot import api as lerobot_api
 from raycluster.lerobot.api import checkpoints_dir, newest_checkpoint
 from raycluster.training.phases import Phase
 from raycluster.training.worker.config import WorkerConfig
-from raycluster.training.worker.resume import ANSWER_S, CHECK_S, final_checkpoint
+from raycluster.training.worker.resume import ANSWER_S, CHECK_S
 from raycluster.training.worker.shipping import Shipper, outcome
 
 log = logging.getLogger(__name__)
-
-
-def local_part_store(part_stores: dict | None):
-    """This node's part store, of ``part_stores`` (node id -> part store), when there is one."""
-    return (part_stores or {}).get(ray.get_runtime_context().get_node_id())
 
 
 def saved_checkpoints(worker: WorkerConfig, output_dir: Path, shipper: Shipper | None) -> tuple[list[str], str | None]:
@@ -40,25 +33,14 @@ def saved_checkpoints(worker: WorkerConfig, output_dir: Path, shipper: Shipper |
     return published, f"checkpoint {newest.name} was not published to the checkpoint root: {why}"
 
 
-def publish_all(worker: WorkerConfig, output_dir: Path, shipper: Shipper | None, final: bool, attempt: int):
-    """Rank 0's end: every checkpoint published (waited for), then the final model unless the run was
-    interrupted (it has none), then the phase in the journal; the published checkpoints and why the newest is
-    missing, if it is."""
+def publish_all(worker: WorkerConfig, output_dir: Path, shipper: Shipper | None, attempt: int):
+    """Rank 0's end: every checkpoint published (waited for), then the phase in the journal; the published
+    checkpoints and why the newest is missing, if it is."""
     published, lost = saved_checkpoints(worker, output_dir, shipper)
-    if worker.model_keeper is not None and final:
-        publish_model(worker, output_dir, published if worker.checkpoint_keeper is not None else [])
     # Waited for: the driver reads the journal once this returns, and one caller's calls arrive in order.
     published_at = Phase("final_checkpoint_published", time.time(), attempt)
     ray.get(worker.journal.phase.remote(published_at), timeout=ANSWER_S)
     return published, lost
-
-
-def publish_model(worker: WorkerConfig, output_dir: Path, published: list[str]) -> None:
-    final = final_checkpoint(worker.checkpoint_keeper, output_dir, published, local_part_store(worker.part_stores))
-    if final is None:
-        log.warning("no checkpoint was saved (--save_checkpoint=false?): nothing to publish to the model dir")
-    else:
-        send_directory(worker.model_keeper, final / lerobot_api.PRETRAINED_MODEL, lerobot_api.PRETRAINED_MODEL)
 
 
 def uploads_failed(worker: WorkerConfig, shipper: Shipper | None) -> dict[str, str]:

@@ -14,7 +14,6 @@ import torch.distributed as dist
 
 from raycluster.checkpoints.transfer import fetch_directory
 from raycluster.lerobot.api import (
-    PRETRAINED_MODEL,
     checkpoints_dir,
     newest_checkpoint,
     resume_flags,
@@ -96,25 +95,6 @@ def drop_abandoned_saves(output_dir: Path, start: Start) -> None:
     for step_dir in checkpoints_dir(output_dir).glob("[0-9]*"):
         if step_dir.name.isascii() and step_dir.name.isdigit() and int(step_dir.name) > (start.resumed_from or 0):
             shutil.rmtree(step_dir, ignore_errors=True)
-
-
-def final_checkpoint(keeper, output_dir: Path, published: list[str], local_store=None) -> Path | None:
-    """The newest checkpoint of the run's policy: this node's ``last``, unless the keeper holds a newer complete
-    one (``published``: a restart resumed past what this node saved), or one of several hosts' parts (this
-    node's ``last`` holds only its own host's shards); its policy is then fetched whole, here, first."""
-    local = newest_checkpoint(output_dir)
-    if not published or (local is not None and int(local.name) > int(published[-1])):
-        return local
-    name = published[-1]
-    if (
-        local is not None
-        and local.name == name
-        and not ray.get(keeper.has_parts_elsewhere.remote(name), timeout=ANSWER_S)
-    ):
-        return local
-    target = checkpoints_dir(output_dir).with_name("published") / name
-    fetch_directory(keeper, name, target, local_store, only=PRETRAINED_MODEL)
-    return target
 
 
 def agree_on_start(
