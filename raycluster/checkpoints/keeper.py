@@ -7,6 +7,18 @@ asks every host to place its part into the root, and writes the commit record (t
 after the last one is in place (``commits.py`` decides, ``part_commits.py`` carries it out).
 This is the one way anything is published: the run's model is read back from a committed checkpoint
 (``export.py``), never sent here whole.
+
+The actor is a shell over components that each keep to one side of the root, each handed what it uses:
+``PartCommits`` (the commit protocol: a part arrived, failed, placed; the record written last), ``FetchServing``
+(what a resume takes, which host serves each file, the fetches' read leases, quarantine), ``HostRoots`` (every
+host's part store), and retention here (``Retention`` decides, after each publish and each fetch's end). Their
+state (``Commits``, ``Retention``, ``Holds``) is guarded by one lock, never held across a call to a host.
+
+The calls, in the order a run makes them: ``attach`` (the hosts' part stores, once every node is up);
+``newest_complete``, then ``manifest`` / ``sources`` / ``read`` / ``release`` for each node's fetch (a resume);
+``begin_attempt`` per worker group; per save ``saved`` (rank 0's host) and ``pick``, then from every host
+``part_arrived`` (or ``part_failed``), then ``part_placed``, and ``outcome`` to learn the verdict;
+``complete_names`` at the end. ``quarantine`` whenever a fetch finds a file that is not what its record says.
 """
 
 from __future__ import annotations
@@ -20,6 +32,8 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from raycluster.checkpoints.commits import Commits
 from raycluster.checkpoints.holds import Holds
+from raycluster.checkpoints.hosts import HostRoots
+from raycluster.checkpoints.pacing import Pick
 from raycluster.checkpoints.part_commits import WORDS, PartCommits
 from raycluster.checkpoints.part_store import part_stores_on_every_node
 from raycluster.checkpoints.parts import PART_DEADLINE_S
@@ -38,7 +52,7 @@ busy node."""
 
 
 @ray.remote(num_cpus=0, max_concurrency=4, concurrency_groups={WORDS: 4})
-class CheckpointKeeper(PartCommits, FetchServing):
+class CheckpointKeeper:
     def __init__(
         self,
         root: str,
@@ -48,7 +62,7 @@ class CheckpointKeeper(PartCommits, FetchServing):
         faults: Faults = NO_FAULTS,
     ):
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-        self.store, self.faults = open_store(root), faults
+        self.store = open_store(root)
         # A restarted worker group fetches while the previous attempt's publish may still run (calls come
         # from several threads): retention spares what is being read, quarantine what is being published.
         self._lock = threading.Lock()
@@ -56,17 +70,20 @@ class CheckpointKeeper(PartCommits, FetchServing):
         # Its ``complete`` names are checked once (committed here, or verified against their manifest): never
         # hashed again in this run, neither at each save's retention nor in the stop window.
         self.commits = Commits(part_deadline_s)
-        self.part_stores: list = []
-        self.node_of: dict = {}
-        self.curves = None
         # Checkpoints retention spares: each from its commit until its evaluation's outcome, and the best.
         self.holds = Holds(faults)
+        self.hosts = HostRoots()
+        self.parts = PartCommits(self.store, self._lock, self.commits, self.holds, self._retain)
+        self.serving = FetchServing(
+            self.store, self._lock, self.commits, self.retention, self.hosts, self._retain, faults
+        )
 
     def attach(self, part_stores: list, curves=None) -> None:
         """Every host's part store (retention deletes on all of them), and the curves to mark publishes in."""
-        self.part_stores, self.curves = part_stores, curves
-        nodes = ray.get([s.node_id.remote() for s in part_stores], timeout=60)  # asked while every host is up
-        self.node_of = dict(zip(part_stores, nodes, strict=True))  # so a resume can name a host that is gone
+        self.hosts.attach(part_stores)  # asked while every host is up: a resume can name a host that is gone
+        self.parts.curves = curves
+
+    # -- the evaluations' holds ----------------------------------------------------------------------------------
 
     def attach_evals(self, evals) -> None:
         """The evaluation keeper: told of every commit, after the checkpoint is held for it."""
@@ -84,6 +101,67 @@ class CheckpointKeeper(PartCommits, FetchServing):
 
     def evaluation_holds(self) -> list[str]:
         return self.holds.names()
+
+    # -- the commit protocol (``PartCommits``) ---------------------------------------------------------------------
+
+    def begin_attempt(self, attempt: int) -> None:
+        self.parts.begin_attempt(attempt)
+
+    def saved(self, attempt: int, name: str) -> Pick | None:
+        return self.parts.saved(attempt, name)
+
+    def pick(self) -> Pick | None:
+        return self.parts.pick()
+
+    @ray.method(concurrency_group=WORDS)
+    def part_arrived(self, name: str, attempt: int, part: int, parts: int, manifest: dict, holder) -> None:
+        self.parts.arrived(name, attempt, part, parts, manifest, holder)
+
+    @ray.method(concurrency_group=WORDS)
+    def part_failed(self, name: str, attempt: int, part: int, cause: str) -> None:
+        self.parts.failed(name, attempt, part, cause)
+
+    @ray.method(concurrency_group=WORDS)
+    def part_placed(self, name: str, attempt: int, part: int, error: str | None) -> None:
+        self.parts.placed(name, attempt, part, error)
+
+    @ray.method(concurrency_group=WORDS)
+    def part_store_restarted(self, holder) -> None:
+        self.parts.holder_restarted(holder)
+
+    def publishing(self) -> bool:
+        return self.parts.publishing()
+
+    def outcome(self, name: str) -> tuple[bool, str | None]:
+        return self.parts.outcome(name)
+
+    def failures_by_name(self) -> dict[str, str]:
+        return self.parts.failures_by_name()
+
+    # -- a resume's fetches (``FetchServing``) -----------------------------------------------------------------------
+
+    def newest_complete(self) -> str | None:
+        return self.serving.newest_complete()
+
+    def manifest(self, name: str) -> tuple[dict[str, dict], int]:
+        return self.serving.manifest(name)
+
+    def sources(self, name: str) -> dict[str, object]:
+        return self.serving.sources(name)
+
+    def read(self, name: str, relpath: str, offset: int) -> bytes:
+        return self.serving.read(name, relpath, offset)
+
+    def touch(self, name: str) -> None:
+        self.serving.touch(name)
+
+    def release(self, name: str, lease: int) -> None:
+        self.serving.release(name, lease)
+
+    def quarantine(self, name: str, reason: str) -> None:
+        self.serving.quarantine(name, reason)
+
+    # -- retention -------------------------------------------------------------------------------------------------
 
     def _retain(self) -> None:
         """Keep the newest ``keep`` complete checkpoints and whatever is held, published or fetched (``Retention``
@@ -108,8 +186,7 @@ class CheckpointKeeper(PartCommits, FetchServing):
                 with self._lock:
                     self.retention.deleted(name)
                 continue
-            for holder in self.part_stores:  # every host's own files of it (a shared root: already gone)
-                holder.delete.remote(name)
+            self.hosts.delete_everywhere(name)  # every host's own files of it (a shared root: already gone)
             with self._lock:
                 self.commits.holders.pop(name, None)
                 self.retention.deleted(name)
@@ -133,7 +210,7 @@ class CheckpointKeeper(PartCommits, FetchServing):
             return True
         complete = self.store.problems(name) is None  # S3: names and sizes only, no download
         if not complete:  # an earlier run's, on node-local roots: its parts where the hosts placed them
-            complete = self._found_on_hosts(name, answered)[0]
+            complete = self.serving.found_on_hosts(name, answered)[0]
         if complete and self.store.checks_content:
             self.commits.complete.add(name)
         return complete

@@ -1,17 +1,19 @@
 """The keeper's Ray-facing side of the commit protocol: each call decides through ``Commits`` under the keeper's
 lock, then carries the effects out once the lock is released (calls to other hosts, the record's write). The
 hosts call back (``part_arrived``, ``part_placed``), so no thread of the keeper waits for another host, whatever
-their number. Mixed into ``CheckpointKeeper``, whose ``commits``, ``store``, ``holds`` and lock it uses.
+their number. A component of ``CheckpointKeeper``: handed the root, the keeper's lock, ``Commits``, the holds and
+the keeper's retention, and owning none of them.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
-import ray
-
+from raycluster.checkpoints.commits import Commits
 from raycluster.checkpoints.effects import Discard, Effect, Place, Published, Record, Remove, Said
+from raycluster.checkpoints.holds import Holds
 from raycluster.checkpoints.pacing import Pick
 from raycluster.checkpoints.parts import Part
 
@@ -27,6 +29,11 @@ the keeper got round to it. A word holds its thread only for the keeper's lock, 
 class PartCommits:
     """The keeper's Ray-facing side of ``Commits``: each call decides under the keeper's lock, then carries the
     effects out (calls to other hosts, the record's write) once the lock is released."""
+
+    def __init__(self, store, lock, commits: Commits, holds: Holds, retain: Callable[[], None]):
+        self.store, self._lock, self.commits, self.holds, self._retain = store, lock, commits, holds, retain
+        self.curves = None
+        """The run's curves, told of each publish (its time and size), once the keeper is attached."""
 
     def begin_attempt(self, attempt: int) -> None:
         with self._lock:
@@ -45,29 +52,25 @@ class PartCommits:
         self._carry_out(effects)
         return pick
 
-    @ray.method(concurrency_group=WORDS)
-    def part_arrived(self, name: str, attempt: int, part: int, parts: int, manifest: dict, holder) -> None:
+    def arrived(self, name: str, attempt: int, part: int, parts: int, manifest: dict, holder) -> None:
         came = time.monotonic()  # before the lock: a word counts from when it came
         with self._lock:
             effects = self.commits.arrived(name, attempt, Part(part, manifest, holder), parts, came)
         self._carry_out(effects)
 
-    @ray.method(concurrency_group=WORDS)
-    def part_failed(self, name: str, attempt: int, part: int, cause: str) -> None:
+    def failed(self, name: str, attempt: int, part: int, cause: str) -> None:
         came = time.monotonic()
         with self._lock:
             effects = self.commits.failed(name, attempt, part, cause, came)
         self._carry_out(effects)
 
-    @ray.method(concurrency_group=WORDS)
-    def part_placed(self, name: str, attempt: int, part: int, error: str | None) -> None:
+    def placed(self, name: str, attempt: int, part: int, error: str | None) -> None:
         came = time.monotonic()
         with self._lock:
             effects = self.commits.placed(name, attempt, part, error, came)
         self._carry_out(effects)
 
-    @ray.method(concurrency_group=WORDS)
-    def part_store_restarted(self, holder) -> None:
+    def holder_restarted(self, holder) -> None:
         with self._lock:
             effects = self.commits.holder_restarted(holder, time.monotonic())
         self._carry_out(effects)

@@ -1,22 +1,39 @@
 """The keeper's side of a resume: which checkpoint it takes, which host serves each file of it, and the read lease
-that holds it against retention while nodes assemble it. Mixed into ``CheckpointKeeper``, whose state it shares."""
+that holds it against retention while nodes assemble it. A component of ``CheckpointKeeper``: it is handed what
+it reads (the root, the commit protocol's catalog, retention, the hosts) and owns none of it; every read of the
+shared tables is under the keeper's lock, and nothing waits for a host while holding it."""
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 import ray
 
+from raycluster.checkpoints.commits import Commits
+from raycluster.checkpoints.hosts import HostRoots
 from raycluster.checkpoints.manifest import CHUNK_BYTES
+from raycluster.checkpoints.retention import Retention
+from raycluster.faults import Faults
 
 log = logging.getLogger(__name__)
 
-PING_TIMEOUT_S = 10.0
-"""How long a part store may take to answer before its host counts as gone for a resume."""
-
 
 class FetchServing:
+    def __init__(
+        self,
+        store,
+        lock,
+        commits: Commits,
+        retention: Retention,
+        hosts: HostRoots,
+        retain: Callable[[], None],
+        faults: Faults,
+    ):
+        self.store, self._lock, self.commits, self.retention = store, lock, commits, retention
+        self.hosts, self._retain, self.faults = hosts, retain, faults
+
     def newest_complete(self) -> str | None:
         """The newest checkpoint that passes its manifest; incomplete ones are moved aside, not deleted.
         One committed here from other hosts' parts is checked where it is read: by every fetch of it. The
@@ -63,7 +80,7 @@ class FetchServing:
                 out_of_reach.append(f"checkpoint {name} has parts on {', '.join(gone)}, which no longer answer")
                 log.warning("%s: resuming from an older checkpoint", out_of_reach[-1])
                 continue
-            found, silent = self._found_on_hosts(name, answered)
+            found, silent = self.found_on_hosts(name, answered)
             if found:
                 return name
             if silent:
@@ -80,7 +97,7 @@ class FetchServing:
             raise RuntimeError(f"no checkpoint can be resumed from: {'; '.join(out_of_reach)}")
         return None
 
-    def _found_on_hosts(self, name: str, answered: dict) -> tuple[bool, list[str]]:
+    def found_on_hosts(self, name: str, answered: dict) -> tuple[bool, list[str]]:
         """``name`` was committed from parts by an earlier run on node-local roots (a cluster kept up, a local
         multi-node cluster): its record is in this root, its files on the hosts that placed them. Found there,
         every file at its size on a host that answers, it is a resume's to take (its bytes checked by the fetch).
@@ -88,20 +105,9 @@ class FetchServing:
         record = None if self.store.shared else self.store.manifest(name)
         if record is None or len({e.get("part", 0) for e in record.values()}) < 2 or self._held_here(name, record):
             return False, []
-        stores = [store for store in self.part_stores if answered.get(store, True)]
-        asked = {store.local_files.remote(name, record): store for store in stores}
-        ready, _ = ray.wait(list(asked), num_returns=len(asked), timeout=PING_TIMEOUT_S) if asked else ([], [])
-        holders = {}
-        for ref, store in asked.items():
-            try:
-                held = ray.get(ref) if ref in ready else None
-            except Exception:  # its actor or its node died
-                held = None
-            answered[store] = held is not None
-            for relpath in held or {}:
-                holders.setdefault(relpath, store)
-        if holders.keys() != record.keys():
-            return False, sorted(self._host_of(store) for store in self.part_stores if not answered.get(store))
+        holders, silent = self.hosts.find(name, record, answered)
+        if holders is None:
+            return False, silent
         with self._lock:
             self.commits.holders[name] = holders
             self.commits.complete.add(name)
@@ -136,23 +142,10 @@ class FetchServing:
         return {relpath: holders.get(relpath, me) for relpath in manifest}
 
     def gone_holders(self, name: str, answered: dict) -> list[str]:
-        """The hosts that hold parts of ``name`` and do not answer (the host left the cluster, or its part store
-        died), by address: a fetch of ``name`` would fail at their files. None on a shared root (S3).
-        ``answered``: what each part store said before, in this call (it is not asked again)."""
+        """The hosts that hold parts of ``name`` and do not answer, by address: a fetch of ``name`` would fail at
+        their files. None on a shared root (S3)."""
         holders = set() if self.store.shared else set(self.commits.holders.get(name, {}).values())
-        pings = {holder.node_id.remote(): holder for holder in holders if holder not in answered}
-        ready, _ = ray.wait(list(pings), num_returns=len(pings), timeout=PING_TIMEOUT_S) if pings else ([], [])
-        for ref, holder in pings.items():
-            try:
-                answered[holder] = ref in ready and bool(ray.get(ref))
-            except Exception:  # its actor or its node died
-                answered[holder] = False
-        return sorted(self._host_of(holder) for holder in holders if not answered[holder])
-
-    def _host_of(self, holder) -> str:
-        node = self.node_of.get(holder, "")
-        address = next((n["NodeManagerAddress"] for n in ray.nodes() if n["NodeID"] == node), "an unknown host")
-        return f"{address} (node {node[:12]})"
+        return self.hosts.gone(holders, answered)
 
     def manifest(self, name: str) -> tuple[dict[str, dict], int]:
         """The start of a fetch: ``name``'s record, and the fetch's lease, which keeps it until ``release``."""
@@ -188,8 +181,7 @@ class FetchServing:
             self.retention.forget(name)
         if name in self.store.names():
             self.store.quarantine(name, reason)
-        for holder in self.part_stores:  # after the move: on a shared root there is nothing left to remove
-            holder.delete.remote(name)
+        self.hosts.delete_everywhere(name)  # after the move: on a shared root there is nothing left to remove
 
     def read(self, name: str, relpath: str, offset: int) -> bytes:
         self.touch(name)

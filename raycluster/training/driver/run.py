@@ -67,6 +67,7 @@ def prepare_lerobot_args(cluster: ClusterConfig, args: list[str], resuming: bool
     with ours, and pin the output dir so that every worker (and this driver) agree on it even when LeRobot
     would have made one up from the clock. A run that will resume from the keeper's checkpoint is only
     parsed: its output dir may exist, and LeRobot validates the saved config when it resumes."""
+    cluster.check_outputs()
     line = installed_line()
     args = line.plan_args(args, cluster.line())
     if cluster.async_eval:  # every checkpoint is evaluated apart instead (raycluster/evals)
@@ -122,7 +123,6 @@ def run_training(
     stop = stop or StopRequest()
     started = process_started()
     cluster, lerobot_args = absolute_paths(cluster, lerobot_args, Path.cwd())
-    cluster.check_outputs()
     resuming = bool(cluster.checkpoint_dir) and has_complete_checkpoint(cluster.checkpoint_dir)
     cfg, args, plan = prepare_lerobot_args(cluster, lerobot_args, resuming)
     recorded = [Phase("flags_checked", time.time(), 0)]
