@@ -348,14 +348,16 @@ def test_the_model_exported_from_a_checkpoint_spread_over_hosts_carries_every_ho
         ray.get(hosts.save(tmp_path, name, 1, payload=payload))
         assert outcome(hosts.keeper, name, deadline_s=30) is None
     model_dir = tmp_path / "algo-1" / "model"
-    export_folder(hosts.keeper, "000001", "pretrained_model", str(model_dir), hosts.stores[0])
-    exported = export_folder(hosts.keeper, "000002", "pretrained_model", str(model_dir), hosts.stores[0])
+    scratch = str(tmp_path / "algo-1" / "staging")
+    export_folder(hosts.keeper, "000001", "pretrained_model", str(model_dir), scratch, hosts.stores[0])
+    exported = export_folder(hosts.keeper, "000002", "pretrained_model", str(model_dir), scratch, hosts.stores[0])
     assert exported == model_dir / "pretrained_model"
     shards = sorted(p.name for p in (exported / "pytorch_model_fsdp_0").iterdir())
     assert shards == ["__0_0.distcp", "__1_0.distcp", "__2_0.distcp"]
     assert (exported / "pytorch_model_fsdp_0" / "__2_0.distcp").read_text() == "second"  # the newer replaced
     assert LocalStore(model_dir).problems("pretrained_model") is None  # a record of its own, every file in it
     assert sorted(p.name for p in model_dir.iterdir()) == ["pretrained_model"]  # the one replaced, no scratch left
+    assert [p for p in Path(scratch).rglob("*") if p.is_file()] == []
 
 
 @pytest.mark.cluster  # a local Ray of this module's

@@ -11,30 +11,28 @@ from pathlib import Path
 
 from raycluster.checkpoints.manifest import MANIFEST, manifest_of
 from raycluster.checkpoints.scratch import owned_suffix, remove_orphans
+from raycluster.checkpoints.store import LocalStore
 from raycluster.checkpoints.transfer import fetch_directory
 
 log = logging.getLogger(__name__)
 
 
-def export_folder(keeper, name: str, folder: str, into: str, local=None) -> Path:
-    """Make ``into/folder`` checkpoint ``name``'s ``folder``, with a record of its own files (sizes, checksums),
-    replacing what was there only once the new one is whole (a reader, or SageMaker's tar of the model dir,
-    never sees half of one). ``local``: this node's part store, whose files are linked rather than copied.
+def export_folder(keeper, name: str, folder: str, into: str, scratch: str, local=None) -> Path:
+    """Make ``into/folder`` checkpoint ``name``'s ``folder``, with a record of its own files (sizes, checksums).
+    It is assembled in ``scratch`` (the run's staging dir, outside ``into``: an export killed midway leaves
+    nothing in the model dir SageMaker tars), then put in place by a rename over the previous one, which is
+    restored if that rename fails. ``local``: this node's part store, whose files are linked, not copied.
     Raises if the checkpoint cannot be read whole."""
-    into_path = Path(into)
-    into_path.mkdir(parents=True, exist_ok=True)
-    # What an export killed with its process left here goes first: this folder is the job's output.
-    remove_orphans(into_path, ".export.scratch-*")
-    incoming = into_path / f".export{owned_suffix()}"
-    target = into_path / folder
+    remove_orphans(Path(scratch), ".export.scratch-*")  # what an export killed with its process left
+    incoming = Path(scratch) / f".export{owned_suffix()}"
+    Path(into).mkdir(parents=True, exist_ok=True)
     try:
         fetch_directory(keeper, name, incoming / name, local, only=folder)
         fetched = incoming / name / folder
         (fetched / MANIFEST).write_text(json.dumps(manifest_of(fetched), indent=1))
-        if target.exists():
-            target.rename(incoming / "replaced")
-        fetched.rename(target)
+        LocalStore(Path(into)).publish(fetched, folder)
     finally:
         shutil.rmtree(incoming, ignore_errors=True)
+    target = Path(into) / folder
     log.info("checkpoint %s's %s exported to %s", name, folder, target)
     return target

@@ -12,7 +12,7 @@ The actor is a shell over components that each keep to one side of the root, eac
 ``PartCommits`` (the commit protocol: a part arrived, failed, placed; the record written last), ``FetchServing``
 (what a resume takes, which host serves each file, the fetches' read leases, quarantine), ``HostRoots`` (every
 host's part store), and retention here (``Retention`` decides, after each publish and each fetch's end). Their
-state (``Commits``, ``Retention``, ``Holds``) is guarded by one lock, never held across a call to a host.
+state (``Commits``, ``Retention``, ``Holds``) is changed under one lock, never held across a call to a host.
 
 The calls, in the order a run makes them: ``attach`` (the hosts' part stores, once every node is up);
 ``newest_complete``, then ``manifest`` / ``sources`` / ``read`` / ``release`` for each node's fetch (a resume);

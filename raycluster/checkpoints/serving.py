@@ -1,7 +1,8 @@
 """The keeper's side of a resume: which checkpoint it takes, which host serves each file of it, and the read lease
 that holds it against retention while nodes assemble it. A component of ``CheckpointKeeper``: it is handed what
-it reads (the root, the commit protocol's catalog, retention, the hosts) and owns none of it; every read of the
-shared tables is under the keeper's lock, and nothing waits for a host while holding it."""
+it reads (the root, the commit protocol's catalog, retention, the hosts) and owns none of it. Its decisions on
+them run under the keeper's lock (a checkpoint's holders are read without it: written once, before the name is
+complete), and nothing waits for a host while holding it."""
 
 from __future__ import annotations
 

@@ -78,7 +78,7 @@ class LocalStore:
         return by_step(p.name for p in self.root.iterdir() if p.is_dir())
 
     def publish(self, staged: Path, name: str) -> None:
-        # A rename is atomic: staged on the root's filesystem (the keeper's staging dir; on SageMaker outside
+        # A rename is atomic: staged on the root's filesystem (the run's staging dir; on SageMaker outside
         # the synced /opt/ml/checkpoints), the checkpoint appears whole, and nothing partial is ever seen.
         try:
             self._swap_in(staged, name)
@@ -87,7 +87,7 @@ class LocalStore:
             if exc.errno != errno.EXDEV:
                 raise
         # Staged on another filesystem: copied next to the root first, under a name no reader takes for a
-        # checkpoint (SageMaker's sync does see it: give the keeper a staging dir on the root's filesystem).
+        # checkpoint (SageMaker's sync does see it: give the run a staging dir on the root's filesystem).
         incoming = self.root / f".incoming-{name}-{time.time_ns()}"
         try:
             shutil.copytree(staged, incoming)
@@ -107,7 +107,11 @@ class LocalStore:
             # which (staged outside a synced root) keeps its deletion out of SageMaker's sight too.
             old = source.with_name(f".replaced-{name}-{time.time_ns()}")
             final.rename(old)
-            source.rename(final)
+            try:
+                source.rename(final)
+            except OSError:
+                old.rename(final)  # the previous copy stays rather than none
+                raise
             shutil.rmtree(old)
         else:
             source.rename(final)

@@ -28,13 +28,13 @@ def finish_evals(evals, stopped: bool, timeout_s: float) -> dict:
         return NONE
 
 
-def export_best(best: dict, checkpoint_keeper, model_dir: str, local=None) -> dict:
-    """Make the best checkpoint's ``pretrained_model`` the run's model, in ``model_dir``; the entry with where it
-    went, or with why it did not (the caller then exports the last checkpoint's). ``local``: this node's part
-    store."""
+def export_best(best: dict, checkpoint_keeper, model_dir: str, staging: str, local=None) -> dict:
+    """Make the best checkpoint's ``pretrained_model`` the run's model, in ``model_dir`` (assembled in
+    ``staging``); the entry with where it went, or with why it did not (the caller then exports the last
+    checkpoint's). ``local``: this node's part store."""
     name = best["checkpoint"]
     try:
-        exported = export_folder(checkpoint_keeper, name, PRETRAINED_MODEL, model_dir, local)
+        exported = export_folder(checkpoint_keeper, name, PRETRAINED_MODEL, model_dir, staging, local)
     except Exception as exc:
         log.error("the best checkpoint %s could not be exported to %s: %s", name, model_dir, exc)
         return {**best, "exported_to": None, "export_error": str(exc)}

@@ -23,6 +23,8 @@ log = logging.getLogger(__name__)
 
 LIST_S = 120.0
 """The keeper's list of complete checkpoints (a manifest check of each not yet checked)."""
+EXPORT_TRIES = 2
+"""A model export that failed (a host slow to serve a chunk) is tried once more before the run fails for it."""
 
 
 @dataclass(frozen=True)
@@ -41,31 +43,40 @@ def keepers_for_run(cluster: ClusterConfig, plan: EvalPlan | None, staging: str,
     return RunKeepers(checkpoints, part_stores, evals_for_run(plan, checkpoints, curves, faults=faults))
 
 
-def evaluated(keepers: RunKeepers, cluster: ClusterConfig, stopped: bool, faults: Faults = NO_FAULTS) -> dict:
+def evaluated(
+    keepers: RunKeepers, cluster: ClusterConfig, stopped: bool, staging: str, faults: Faults = NO_FAULTS
+) -> dict:
     """Every evaluation's outcome once the workers are done; after a normal end, the model in
-    ``--cluster.model_dir`` is the best checkpoint's policy, or the last one's (after a stop, none is exported:
-    a stop waits for nothing)."""
+    ``--cluster.model_dir`` is the best checkpoint's policy, or the newest committed one's (after a stop, none
+    is exported: a stop waits for nothing). Exports are assembled in ``staging``."""
     outcome = finish_evals(keepers.evals, stopped, cluster.eval_timeout_s)
     if stopped or not cluster.model_dir:
         return outcome
     local, best = local_part_store(keepers.part_stores), outcome["best"]
     if best is not None:
-        best = export_best(best, keepers.checkpoints, cluster.model_dir, local)
+        best = export_best(best, keepers.checkpoints, cluster.model_dir, staging, local)
         if best["exported_to"] is not None:
             return {**outcome, "best": best}
-    export_last(keepers.checkpoints, cluster.model_dir, local, faults)
+    export_last(keepers.checkpoints, cluster.model_dir, staging, local, faults)
     return {**outcome, "best": best}
 
 
-def export_last(keeper, model_dir: str, local, faults: Faults = NO_FAULTS) -> None:
-    """The newest complete checkpoint's policy into ``model_dir``; raises if it cannot be read whole (the run's
-    model is its output: a run that cannot deliver it fails)."""
+def export_last(keeper, model_dir: str, staging: str, local, faults: Faults = NO_FAULTS) -> None:
+    """The newest committed checkpoint's policy into ``model_dir`` (if the run's last save was not published,
+    that is an older one, and the run fails for the lost save); raises if it cannot be read whole twice (the
+    run's model is its output: a run that cannot deliver it fails)."""
     names = ray.get(keeper.complete_names.remote(), timeout=LIST_S)
     if not names:
         log.warning("no checkpoint was saved (--save_checkpoint=false?): nothing to publish to the model dir")
         return
     faults.delay_publish(f"the model (checkpoint {names[-1]})")
-    try:
-        export_folder(keeper, names[-1], PRETRAINED_MODEL, model_dir, local)
-    except Exception as exc:
-        raise RuntimeError(f"checkpoint {names[-1]}'s policy could not be exported to {model_dir}: {exc}") from exc
+    for tried in range(1, EXPORT_TRIES + 1):
+        try:
+            export_folder(keeper, names[-1], PRETRAINED_MODEL, model_dir, staging, local)
+            return
+        except Exception as exc:
+            if tried == EXPORT_TRIES:
+                raise RuntimeError(
+                    f"checkpoint {names[-1]}'s policy could not be exported to {model_dir}: {exc}"
+                ) from exc
+            log.warning("checkpoint %s's policy not exported (%s): trying once more", names[-1], exc)

@@ -151,7 +151,7 @@ def run_training(
         try:
             result: WorkerResult = fit_listening(trainer, stop).return_value
             recorded += [Phase("training_returned", time.time(), 0), *ray.get(journal.phases.remote(), timeout=60)]
-            evals = evaluated(keepers, cluster, result.interrupted_at is not None, faults)
+            evals = evaluated(keepers, cluster, result.interrupted_at is not None, staging, faults)
             mark_phases(curves, recorded, started)
         except Exception as exc:
             raise TrainingFailed(f"training failed: {failure_cause(exc, journal)}") from exc
