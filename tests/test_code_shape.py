@@ -2,6 +2,7 @@
 public APIs only."""
 
 import ast
+import importlib
 import re
 
 import pytest
@@ -53,3 +54,20 @@ def test_lerobot_is_imported_behind_its_one_door_alone():
     hits = [f"{p.relative_to(REPO)}:{line}" for p in outside for line in lerobot_imports(p)]
     assert hits == [], f"import LeRobot in raycluster/lerobot/ only: {hits}"
     assert lerobot_imports(door / "lines" / "__init__.py")  # the check sees an import where there is one
+
+
+SCRIPTS = [p for top in ("jobs", "tests/jobs", "bench") for p in sorted((REPO / top).rglob("*.py"))]
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: str(p.relative_to(REPO)))
+def test_scripts_import_only_what_raycluster_has(path):
+    """Job scripts and benchmarks run only in the slow half or by hand: a name moved out of a module breaks them
+    with an ImportError an hour into CI. Every name they import from raycluster must be where they look."""
+    missing = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("raycluster"):
+            module = importlib.import_module(node.module)
+            missing += [
+                f"{node.module}.{a.name} (line {node.lineno})" for a in node.names if not hasattr(module, a.name)
+            ]
+    assert missing == [], f"{path.relative_to(REPO)} imports names its modules lack: {missing}"

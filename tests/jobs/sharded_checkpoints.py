@@ -36,11 +36,11 @@ from torch.distributed.device_mesh import init_device_mesh  # noqa: E402
 from torch.distributed.fsdp import fully_shard  # noqa: E402
 
 from raycluster.checkpoints.keeper import keeper_and_part_stores  # noqa: E402
+from raycluster.checkpoints.part_store import local_part_store  # noqa: E402
 from raycluster.lerobot.api import checkpoints_dir, loop_wrappers  # noqa: E402
 from raycluster.logs import configure  # noqa: E402
 from raycluster.training.journal import RunJournal  # noqa: E402
 from raycluster.training.worker.loop import rank_hosts  # noqa: E402
-from raycluster.training.worker.publishing import local_part_store  # noqa: E402
 from raycluster.training.worker.resume import agree_on_start  # noqa: E402
 from raycluster.training.worker.shipping import checkpoint_shipping, outcome  # noqa: E402
 
