@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 DASHBOARD = f"http://127.0.0.1:{DASHBOARD_PORT}"
 GONE_AFTER_S = 5.0
 """A worker host that asked for the outcome before and has not for this long has left."""
+HEAD_START_S = 60.0
+"""The longest the Ray head may take to answer on its GCS port (seconds when it is well)."""
 SUBMIT_S = 60.0
 """The longest the Jobs API may take to take the job (it answers within a second when it is well)."""
 
@@ -60,7 +62,10 @@ class Head:
         self.reaper.own.add(node.process.pid)
         formed, code, reason = False, 1, None
         try:
-            if not wait_for(lambda: not node.alive() or gcs_reachable(ip), 60) or not node.alive():
+            started = wait_for(lambda: self.stop.is_set() or not node.alive() or gcs_reachable(ip), HEAD_START_S)
+            if self.stop.is_set():
+                raise Stopped(f"{SIGTERM_REASON}, while the Ray head started")
+            if not started or not node.alive():
                 raise HostFailure(
                     f"the Ray head on {self.topology.current_host} did not start; "
                     f"see {node.spec.temp_dir}/ray-start.log"
@@ -163,7 +168,7 @@ class Head:
                     "the job did not stop within %.0fs; its nodes are stopped with it", self.settings.stop_timeout_s
                 )
                 return failure, False
-            time.sleep(1)
+            time.sleep(self.budget.poll_s)
 
     def _gone(self, silent_since: float | None) -> HostFailure | None:
         """The head's own services: its Ray node (GCS, raylet) exited, or the Jobs API stopped answering."""

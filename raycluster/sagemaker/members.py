@@ -27,7 +27,7 @@ class Members:
         while time.monotonic() < deadline and not self.stop.is_set():
             if expected <= self.alive():
                 return
-            time.sleep(1)
+            self.stop.wait(1)  # returns at a SIGTERM
         missing = ", ".join(sorted(self.host_of[ip] for ip in expected - self.alive()))
         if self.stop.is_set():
             raise Stopped(f"stopped by SIGTERM while waiting for {missing} to join")

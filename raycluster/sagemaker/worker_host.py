@@ -63,7 +63,7 @@ class WorkerHost:
                     if outcome["code"]:
                         raise JobFailed(outcome["code"], outcome.get("reason") or f"the job failed on {head}")
                     return 0
-                time.sleep(1)
+                time.sleep(self.budget.poll_s)
         finally:
             node.stop(timeout=max(1.0, min(self.budget.node_stop_s, self.stop.left() - self.budget.exit_s)))
 
@@ -114,7 +114,9 @@ class WorkerHost:
                 node.process.returncode,
                 node.last_words(),
             )
-            node.stop(timeout=5)  # its process group: a raylet left running would join as a second node
+            node.stop(
+                timeout=self.budget.node_stop_s
+            )  # its process group: a raylet left running would join as a second node
             return self._start_node(first=False)
         raise HostFailure(
             f"the Ray node on {self.topology.current_host} exited (code {node.process.returncode}); "
@@ -124,7 +126,7 @@ class WorkerHost:
     def _outcome(self) -> dict | None:
         """The head's word, if it has spoken; a head silent for longer than entry.lost_after_s has failed."""
         try:
-            outcome = read_outcome(self.head_ip)
+            outcome = read_outcome(self.head_ip, timeout=self.budget.read_s)
             self.unreachable_since = None
             return outcome
         except OSError:
