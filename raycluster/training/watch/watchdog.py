@@ -5,7 +5,8 @@ failure (one failure against ``--cluster.max_failures``), and it resumes from th
 
 What it cannot see: a rank inside a GPU kernel that never returns beats on (its beacon is a thread of its
 own) but never finishes the step, so it is caught as "no progress"; its Python stack stops at the call into
-CUDA, and the kernel itself is not shown.
+CUDA, and the kernel itself is not shown. A group none of whose ranks reaches its first line (where the beacon
+starts) is not on the board: Ray Train bounds that set-up itself (actors 60 s, rendezvous 30 min).
 """
 
 from __future__ import annotations
@@ -229,9 +230,7 @@ def end_ranks(ranks: list[Beat]) -> None:
     ended = [stack_taker(node).kill.remote([(b.pid, b.started) for b in ranks if b.node_id == node]) for node in nodes]
     _, late = ray.wait(ended, num_returns=len(ended), timeout=ASK_S)
     if late:
-        log.warning(
-            "%d of %d nodes did not confirm the end of their hung ranks within %.0fs", len(late), len(ended), ASK_S
-        )
+        log.warning("%d of %d nodes did not confirm the end of their hung ranks in %.0fs", len(late), len(ended), ASK_S)
 
 
 def watch_for_hangs(hang_timeout_s: float, report_dirs: list[Path], journal) -> tuple | None:
