@@ -393,7 +393,8 @@ def test_the_launched_request_runs_through_sagemakers_driver_on_simulated_hosts(
     """The dry run's request, dotted LeRobot flags, entry/cluster settings, awkward values and a secret included,
     runs through the SDK's own sm_train.sh on every simulated host to the end. It is a heterogeneous job (two
     instance groups): training on the ``train`` group, every checkpoint evaluated on the ``eval`` group's host,
-    which the entry point offers to Ray as ``group:eval`` (one job carries both: a simulated job costs minutes)."""
+    which the entry point offers to Ray as ``group:eval``, and its hosts install from the wheelhouse channel with no
+    index (one job carries all three: a simulated job costs minutes)."""
     value = "hf_" + secrets.token_hex(20)
     client("secretsmanager", aws).create_secret(Name="sim/launched", SecretString=value)
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):  # the sim's stand-in for the job's role
@@ -425,15 +426,20 @@ def test_the_launched_request_runs_through_sagemakers_driver_on_simulated_hosts(
         f"--output-s3=s3://{BUCKET}/out",
         f"--dataset-s3=s3://{BUCKET}/data",
         "--secret=HF_TOKEN=sim/launched",
+        "--wheelhouse",
         "--dry-run",
         *flags,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     (tmp_path / "request.json").write_text(result.stdout)
+    # The hosts' pip looks in the wheelhouse channel and at no index (the simulated image already holds every
+    # package, so it installs nothing: what it would install, test_wheelhouse.py resolves).
+    (tmp_path / "wheelhouse").mkdir()
     sim = sims(
         tmp_path / "sim",
         f"--request={tmp_path / 'request.json'}",
         f"--channel=dataset={dataset.root}",
+        f"--channel=wheelhouse={tmp_path / 'wheelhouse'}",
         f"--aws-endpoint={aws['AWS_ENDPOINT_URL']}",
     )
     result = sim.finish()
@@ -441,6 +447,10 @@ def test_the_launched_request_runs_through_sagemakers_driver_on_simulated_hosts(
     head = tmp_path / "sim" / "algo-1" / "opt" / "ml"
     log = (tmp_path / "sim" / "algo-1" / "log.txt").read_text()
     assert "Executing command: exec python -u -m entry" in log and "cluster formed" in log
+    for host in ("algo-1", "algo-2", "algo-3"):
+        installing = (tmp_path / "sim" / host / "log.txt").read_text().split("Executing command")[0]
+        assert "Looking in links: /opt/ml/input/data/wheelhouse" in installing, installing[-2000:]
+        assert "Looking in indexes" not in installing, installing[-2000:]
     assert "all-reduce across 2 workers, backend gloo" in log  # the preflight probe ran across both hosts first
     table = log[log.index("all-reduce across 2 workers") :].split("transport:", 1)[0].splitlines()
     sizes = [row.removeprefix("[job]").split()[0] for row in table if row.removeprefix("[job]").strip()[:1].isdigit()]
@@ -484,6 +494,22 @@ def test_a_wheel_travels_with_the_code_and_anything_else_is_refused_before_any_u
     refused = launch(aws, *JOB, "--dry-run", f"--wheel={REPO / 'README.md'}", *FLAGS)
     assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
     assert f"--wheel {REPO / 'README.md'}: not a wheel file here" in refused.stderr
+
+
+def test_a_wheelhouse_job_asks_for_the_wheelhouse_channel_and_its_hosts_pip_for_no_index(aws, tmp_path):
+    """What ``--wheelhouse`` changes in the request and the code channel (its resolution: test_wheelhouse.py)."""
+    result = launch(aws, *JOB, "--dry-run", "--wheelhouse", *FLAGS)
+    assert result.returncode == 0, result.stderr[-3000:]
+    [channel] = [c for c in json.loads(result.stdout)["InputDataConfig"] if c["ChannelName"] == "wheelhouse"]
+    assert channel["InputMode"] == "File" and channel["DataSource"]["S3DataSource"]["S3Uri"].startswith("s3://")
+    staged = launch(aws, *JOB, f"--stage-only={tmp_path / 'staged'}", f"--wheelhouse={tmp_path / 'wheels'}", *FLAGS)
+    assert staged.returncode == 0, staged.stderr[-3000:]
+    lines = (tmp_path / "staged" / "requirements.txt").read_text().splitlines()
+    assert lines[:3] == ["--no-index", "--find-links /opt/ml/input/data/wheelhouse", "-c constraints.txt"], lines
+    plain = launch(aws, *JOB, f"--stage-only={tmp_path / 'plain'}", *FLAGS)
+    assert (tmp_path / "plain" / "requirements.txt").read_text().splitlines()[0] == "-c constraints.txt", plain.stderr
+    refused = launch(aws, *JOB, "--dry-run", f"--wheelhouse={REPO / 'README.md'}", *FLAGS)
+    assert refused.returncode == 2 and "--wheelhouse " in refused.stderr and "not a directory" in refused.stderr
 
 
 def test_instance_groups_make_a_heterogeneous_request_with_the_gpu_groups_image(aws):

@@ -78,6 +78,8 @@ def add_options(parser: argparse.ArgumentParser, spec: type) -> None:
             is_dict = field.type.startswith("dict")
             parser.add_argument(flag, action="append", type=key_value if is_dict else str, metavar=metavar, **kwargs)
         else:
+            if "const" in field.metadata:  # the flag alone stands for its const
+                kwargs |= {"nargs": "?", "const": field.metadata["const"]}
             parser.add_argument(flag, type=int if field.type.startswith("int") else str, metavar=metavar, **kwargs)
 
 

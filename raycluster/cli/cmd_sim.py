@@ -96,7 +96,9 @@ def local_torch_release() -> str:
 def sim_launch(args: argparse.Namespace, document: dict):
     """What ``raycluster launch`` would stage for this job, and how many hosts it has."""
     from raycluster.launch.spec import LaunchSpec
+    from raycluster.launch.wheelhouse import CHANNEL as WHEELHOUSE
 
+    channels = parse_channels(args.channel)
     groups = dict(group.partition("=")[::2] for group in args.instance_group)
     hosts = args.hosts or request_hosts(document if args.request else {}) or group_hosts(groups)
     if not hosts:
@@ -111,6 +113,8 @@ def sim_launch(args: argparse.Namespace, document: dict):
         image_uri="raycluster-sim:local",
         raw_hyperparameters={} if args.request else document,
         wheels=tuple(args.wheel),
+        # A wheelhouse channel given: the hosts install from it alone, as after `raycluster launch --wheelhouse`.
+        wheelhouse=str(channels[WHEELHOUSE]) if WHEELHOUSE in channels else None,
         include=tuple(args.include),
     )
     return spec, hosts

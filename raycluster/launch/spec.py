@@ -30,9 +30,11 @@ MAX_KEEP_ALIVE_S = 3600
 """SageMaker's limit on KeepAlivePeriodInSeconds (a warm pool's wait for the next job)."""
 
 
-def option(flag: str | None = None, metavar: str | None = None, **kwargs):
-    """A field that ``raycluster launch`` offers as ``flag`` (``--field-name`` unless given; ``""``: none)."""
-    metadata = {name: value for name, value in (("flag", flag), ("metavar", metavar)) if value is not None}
+def option(flag: str | None = None, metavar: str | None = None, const: str | None = None, **kwargs):
+    """A field that ``raycluster launch`` offers as ``flag`` (``--field-name`` unless given; ``""``: none);
+    ``const``: the value of the flag given without one."""
+    given = (("flag", flag), ("metavar", metavar), ("const", const))
+    metadata = {name: value for name, value in given if value is not None}
     return field(metadata=metadata, **kwargs)
 
 
@@ -98,6 +100,11 @@ class LaunchSpec:
     wheels: tuple[str, ...] = option("--wheel", default=())
     """A wheel installed on every host over the image's packages, without its dependencies (e.g. LeRobot
     main, which no release has yet); repeatable."""
+    wheelhouse: str | None = option("--wheelhouse", "DIR", const="", default=None)
+    """The hosts install the job's packages from wheels resolved here, with no package index (a VPC with no route to
+    PyPI): pip resolves them for the hosts (manylinux x86_64, the image's Python) into DIR (default
+    ~/.cache/raycluster/wheelhouse, kept: the next launch downloads only what changed), and the launch uploads
+    them as the `wheelhouse` channel. torch and its CUDA libraries stay the image's."""
     flags: tuple[str, ...] = option("", default=())
     """``--cluster.*``, ``--entry.*`` and LeRobot flags; they travel as hyperparameters (``group__field``)."""
     raw_hyperparameters: dict[str, Any] = option("", default_factory=dict)
@@ -202,6 +209,8 @@ class LaunchSpec:
             )
         if not self.image_uri:
             torch_release(self.framework_version)
+        if self.wheelhouse and Path(self.wheelhouse).exists() and not Path(self.wheelhouse).is_dir():
+            raise UsageError(f"--wheelhouse {self.wheelhouse}: not a directory; name one for the job's wheels")
         for wheel in self.wheels:
             if not (wheel.endswith(".whl") and Path(wheel).is_file()):
                 raise UsageError(f"--wheel {wheel}: not a wheel file here (a path ending in .whl)")

@@ -22,7 +22,10 @@ from raycluster.launch.channels import data_channels
 from raycluster.launch.dashboard import keep_token
 from raycluster.launch.requirements import constraints, requirements
 from raycluster.launch.secret_ids import check_secrets_exist
+from raycluster.launch.session import remove_uploads, staging_session
 from raycluster.launch.spec import LaunchSpec
+from raycluster.launch.wheelhouse import CHANNEL as WHEELHOUSE_CHANNEL
+from raycluster.launch.wheelhouse import DEFAULT_DIR, host_requirement_lines, resolve_wheelhouse
 from raycluster.layout import AUTH_TOKEN_FILE, SHIPPED_WHEELS, SOURCE_DIR
 
 log = logging.getLogger(__name__)
@@ -42,7 +45,9 @@ def stage_source(spec: LaunchSpec, into: Path) -> Path:
         shutil.copy2(given, into / folder / Path(given).name)
     (into / "constraints.txt").write_text("\n".join(constraints(spec.framework_version)) + "\n")
     env_type = spec.hyperparameters.get("env__type")  # the job's own flags, or what a ModelTrainer would send
-    (into / "requirements.txt").write_text("-c constraints.txt\n" + "\n".join(requirements(env_type)) + "\n")
+    # With --wheelhouse, the hosts' pip looks in the wheelhouse channel and at no index.
+    lines = [*(host_requirement_lines() if spec.wheelhouse is not None else []), "-c constraints.txt"]
+    (into / "requirements.txt").write_text("\n".join(lines + requirements(env_type)) + "\n")
     # One Ray auth token for every host of this job: it travels with the code (readable by whoever can
     # read the job's code in S3, and by the job's role), never in hyperparameters or environment, which
     # DescribeTrainingJob shows.
@@ -63,11 +68,6 @@ def image_uri(spec: LaunchSpec, region: str) -> str:
         instance_type=spec.image_instance_type,
         image_scope="training",
     )
-
-
-def code_bucket(spec: LaunchSpec) -> str | None:
-    """The code goes to the bucket the job already writes to; the SDK's default bucket would need STS."""
-    return next((uri.removeprefix("s3://").split("/")[0] for uri in (spec.output_s3, spec.checkpoint_s3) if uri), None)
 
 
 def compute(spec: LaunchSpec):
@@ -124,47 +124,6 @@ def build_trainer(spec: LaunchSpec, source: Path, session):
     return trainer.with_remote_debug_config(RemoteDebugConfig(enable_remote_debug=not spec.no_remote_debugging))
 
 
-def _session(spec: LaunchSpec, offline: bool):
-    """A SageMaker session that records where it uploads (to undo a failed launch) or, offline, answers
-    every upload with the S3 URI it would have had and refuses every AWS call before it is signed."""
-    import boto3
-    from sagemaker.core.helper.session_helper import Session
-
-    boto_session = boto3.Session(region_name=spec.region) if spec.region else boto3.Session()
-    if not boto_session.region_name:
-        raise UsageError("no AWS region: pass --region (or set AWS_DEFAULT_REGION)")
-    bucket = code_bucket(spec) or ("raycluster-dry-run" if offline else None)
-
-    class StagingSession(Session):
-        uploads: list[str]  # set on the instance below: where this session put (or would put) files
-
-        def upload_data(self, path, bucket=None, key_prefix="data", callback=None, extra_args=None):
-            uri = f"s3://{bucket or self.default_bucket()}/{key_prefix}"
-            self.uploads.append(uri)
-            if offline:
-                return uri
-            return super().upload_data(path, bucket, key_prefix, callback, extra_args)
-
-        def default_bucket(self):
-            # The SDK would create a missing bucket; a typo in --output-s3 must fail instead.
-            return bucket or super().default_bucket()
-
-    if offline:
-
-        def refuse(event_name, **_):
-            raise _Offline(event_name)
-
-        # Whatever else the SDK tries (its check of the role among them) stops here, unsent.
-        boto_session.events.register("before-parameter-build", refuse)
-    session = StagingSession(boto_session=boto_session, default_bucket=bucket)
-    session.uploads = []
-    return session
-
-
-class _Offline(Exception):
-    pass
-
-
 @dataclass(frozen=True)
 class Staged:
     """What SageMaker would get: the CreateTrainingJob request and the two channels the SDK makes."""
@@ -189,16 +148,32 @@ def stage(spec: LaunchSpec, into: Path) -> Staged:
     saved = os.environ.get(VALIDATE_ROLE)
     os.environ[VALIDATE_ROLE] = "false"
     try:
-        trainer = build_trainer(spec, source, _session(spec, offline=True))
+        trainer = build_trainer(spec, source, staging_session(spec, offline=True))
     finally:
         if saved is None:
             os.environ.pop(VALIDATE_ROLE)
         else:
             os.environ[VALIDATE_ROLE] = saved
-    request = trainer._create_training_job_args(input_data_config=data_channels(spec), boto3=True)
+    # A dry run resolves nothing (it reaches no index): the channel is there, empty, as the request names it.
+    wheelhouse = None if spec.wheelhouse is None else into / WHEELHOUSE_CHANNEL
+    if wheelhouse is not None:
+        wheelhouse.mkdir()
+    request = trainer._create_training_job_args(input_data_config=data_channels(spec, wheelhouse), boto3=True)
     drivers = into / "sm_drivers"
     shutil.copytree(trainer._temp_code_dir.name, drivers)
     return Staged(json.loads(json.dumps(request, default=str)), source, drivers)
+
+
+def collect_wheels(spec: LaunchSpec, source: Path, tmp: Path) -> Path:
+    """``--wheelhouse``: the job's requirements (as the code channel states them, less the hosts' own lines)
+    resolved and downloaded here; the channel's directory, holding exactly the resolved wheels."""
+    hosts_only, wanted = set(host_requirement_lines()), tmp / "requirements-resolved-here.txt"
+    lines = [line for line in (source / "requirements.txt").read_text().splitlines() if line not in hosts_only]
+    wanted.write_text("\n".join(lines).replace("-c constraints.txt", f"-c {source / 'constraints.txt'}") + "\n")
+    python = f"{spec.py_version[2]}.{spec.py_version[3:]}"  # py312: 3.12
+    names = resolve_wheelhouse(wanted, Path(spec.wheelhouse or DEFAULT_DIR), tmp / WHEELHOUSE_CHANNEL, python)
+    log.info("the wheelhouse channel holds %d wheels resolved for the hosts", len(names))
+    return tmp / WHEELHOUSE_CHANNEL
 
 
 def launch(spec: LaunchSpec, wait: bool = False) -> dict:
@@ -207,6 +182,7 @@ def launch(spec: LaunchSpec, wait: bool = False) -> dict:
     captured: dict = {}
     with tempfile.TemporaryDirectory(prefix="raycluster-source-") as tmp:
         source = stage_source(spec, Path(tmp) / "source")
+        wheelhouse = None if spec.wheelhouse is None else collect_wheels(spec, source, Path(tmp))
         token = (source / AUTH_TOKEN_FILE).read_text()
         created, session = [], None
 
@@ -216,7 +192,7 @@ def launch(spec: LaunchSpec, wait: bool = False) -> dict:
                 keep_token(captured["TrainingJobName"], token)  # for `raycluster dashboard`: now, not at its end
 
         try:  # every AWS call, the SDK's role validation in ModelTrainer's constructor included
-            session = _session(spec, offline=False)
+            session = staging_session(spec, offline=False)
             check_secrets_exist(spec.secrets, session.boto_session.region_name, session.boto_session)
             trainer = build_trainer(spec, source, session)
             events = session.boto_session.events
@@ -224,26 +200,12 @@ def launch(spec: LaunchSpec, wait: bool = False) -> dict:
                 "provide-client-params.sagemaker.CreateTrainingJob", lambda params, **_: captured.update(params)
             )
             events.register("after-call.sagemaker.CreateTrainingJob", job_created)
-            trainer.train(input_data_config=data_channels(spec), wait=wait, logs=wait)
+            trainer.train(input_data_config=data_channels(spec, wheelhouse), wait=wait, logs=wait)
         except Exception as exc:
             if not created and session is not None:
-                _remove_uploads(session)
+                remove_uploads(session)
             if isinstance(exc, UsageError):  # ours (a secret's check): already one line naming the flag
                 raise
             raise AwsError(f"launch failed: {one_line(exc)}") from None
     log.info("submitted training job %s", captured.get("TrainingJobName"))
     return json.loads(json.dumps(captured, default=str))
-
-
-def _remove_uploads(session) -> None:
-    """A launch that created no job leaves nothing behind in S3."""
-    s3 = session.boto_session.client("s3")
-    for uri in session.uploads:
-        bucket, _, prefix = uri.removeprefix("s3://").partition("/")
-        try:
-            for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/"):
-                keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
-                if keys:
-                    s3.delete_objects(Bucket=bucket, Delete={"Objects": keys})
-        except Exception as exc:  # the launch already failed; say what is left rather than hide it
-            log.warning("could not remove %s after the failed launch: %s", uri, exc)
