@@ -1,0 +1,82 @@
+"""An environment as one archive, stored under its key: in S3 (``<uri>/<key>.tar.gz``, its SHA-256 in the
+object's metadata), where every later start of any job with that key finds it. An archive is checked whole
+before a byte of it is unpacked, and unpacked beside its place, then renamed into it: a truncated or altered
+archive is refused, never half used."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import shutil
+import tarfile
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+DIGEST = "sha256"
+CHUNK = 8 << 20
+
+
+def pack(directory: Path, archive: Path) -> str:
+    """``directory``'s files into ``archive`` (gzip, its fastest level: unpacking is what every start pays);
+    the archive's SHA-256."""
+    with tarfile.open(archive, "w:gz", compresslevel=1) as tar:
+        tar.add(directory, arcname=".")
+    return file_digest(archive)
+
+
+def file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def unpack(archive: Path, expected: str, into: Path) -> None:
+    """``archive`` into ``into`` (absent before), if its SHA-256 is ``expected``; raises otherwise, leaving no
+    ``into``."""
+    found = file_digest(archive)
+    if found != expected:
+        raise ValueError(f"its SHA-256 is {found[:12]}…, its record says {expected[:12]}…")
+    partial = into.with_name(f".{into.name}.unpacking")
+    shutil.rmtree(partial, ignore_errors=True)
+    try:
+        with tarfile.open(archive, "r:gz") as tar:
+            tar.extractall(partial, filter="data")  # no links or paths out of it
+        partial.rename(into)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+class S3Archives:
+    """Archives under an ``s3://bucket/prefix`` URI, through boto3 (the image's)."""
+
+    def __init__(self, uri: str, client=None):
+        import boto3
+
+        self.bucket, _, prefix = uri.removeprefix("s3://").partition("/")
+        self.prefix = prefix.strip("/")
+        self.s3 = client or boto3.client("s3")
+        self.uri = uri.rstrip("/")
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}/{key}.tar.gz" if self.prefix else f"{key}.tar.gz"
+
+    def fetch(self, key: str, archive: Path) -> str | None:
+        """The archive of ``key`` downloaded to ``archive``, with the digest its record holds; None if there is
+        none (the first start with this key)."""
+        from botocore.exceptions import ClientError
+
+        try:
+            head = self.s3.head_object(Bucket=self.bucket, Key=self._key(key))
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise
+        self.s3.download_file(self.bucket, self._key(key), str(archive))
+        return head.get("Metadata", {}).get(DIGEST, "")
+
+    def store(self, key: str, archive: Path, digest: str) -> str:
+        self.s3.upload_file(str(archive), self.bucket, self._key(key), ExtraArgs={"Metadata": {DIGEST: digest}})
+        return f"s3://{self.bucket}/{self._key(key)}"

@@ -1,0 +1,58 @@
+"""The environment installed by pip, as pip installs it, into a directory of its own (put first on the path of
+every process of the job) rather than into the image: a dry run resolves ``requirements.txt`` against the image
+and reports what it lacks, and exactly those distributions are installed with ``--target``. The image is never
+changed, so the directory is the whole difference, and an archive of it is the environment."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+INSTALL_S = 1800.0
+"""The longest pip may take for one step (the whole set from an index on a slow line)."""
+
+
+def without(environ: dict[str, str], overlay: Path) -> dict[str, str]:
+    """``environ`` with ``overlay`` off PYTHONPATH: pip must see the image alone."""
+    paths = [p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p) != overlay]
+    return {**environ, "PYTHONPATH": os.pathsep.join(paths)}
+
+
+def pip(args: list[str], what: str, run: Callable[..., subprocess.CompletedProcess], env: dict) -> None:
+    try:
+        done = run([sys.executable, "-m", "pip", *args], timeout=INSTALL_S, env=env, text=True,
+                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"{what}: pip did not finish within {INSTALL_S:.0f}s") from None
+    if done.returncode != 0:
+        said = [line for line in done.stderr.splitlines() if line.startswith("ERROR")] or done.stderr.splitlines()
+        raise RuntimeError(f"{what}: {said[-1] if said else f'pip exit code {done.returncode}'}")
+
+
+def install(requirements: Path, into: Path, run: Callable[..., subprocess.CompletedProcess]) -> list[str]:
+    """Install into ``into`` (a new directory) what ``requirements`` adds to the image; the distributions
+    installed, as ``name==version``. Index options in ``requirements`` (``--no-index``, ``--find-links``) hold
+    for both steps."""
+    env = without(dict(os.environ), into)
+    into.mkdir(parents=True)
+    report = into.parent / f"{into.name}.report.json"
+    pip(["install", "--dry-run", "--quiet", "--report", str(report), "-r", str(requirements)], "resolving", run, env)
+    lacking = [
+        f"{i['metadata']['name']}=={i['metadata']['version']}" for i in json.loads(report.read_text())["install"]
+    ]
+    report.unlink()
+    if lacking:
+        # The same index options, and the resolved set pinned: nothing is resolved twice.
+        options = [line for line in requirements.read_text().splitlines() if line.startswith(("--index", "--extra",
+                   "--find-links", "--no-index", "--trusted-host"))]  # fmt: skip
+        pinned = into.parent / f"{into.name}.pinned.txt"
+        pinned.write_text("\n".join([*options, *lacking]) + "\n")
+        try:
+            pip(["install", "--quiet", "--no-deps", "--target", str(into), "-r", str(pinned)], "installing", run, env)
+        finally:
+            pinned.unlink()
+    return lacking

@@ -1,0 +1,101 @@
+"""The job's environment cached (issue 40): installed by pip once, stored as one archive in S3 (a moto server,
+through real boto3), restored at the next start with the same key with no installer and no index, refused when
+the archive is not what its record says, made anew when the requirements change, and kept on the host (a warm
+pool's persistent cache) with no download at all. The packages are hand-made wheels in a local index."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import boto3
+import pytest
+
+from raycluster.environment.prepare import MARKER, EnvironmentSettings, activate, prepare_environment
+from wheels import make_wheel
+
+CHECK = ("standin_app", "standin_lib")
+
+
+@pytest.fixture
+def job(tmp_path, s3_server):
+    """A job's code channel: requirements.txt naming the local index and no other, constraints beside it."""
+    index = tmp_path / "index"
+    index.mkdir()
+    make_wheel(index, "standin-app", "1.0", ["standin-lib"])
+    make_wheel(index, "standin-lib", "1.0")
+    make_wheel(index, "standin-lib", "2.0")
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "constraints.txt").write_text("standin-lib<2\n")
+    (code / "requirements.txt").write_text(f"--no-index\n--find-links {index}\n-c constraints.txt\nstandin-app\n")
+    return code, index
+
+
+def host(tmp_path, name: str, code: Path, **kwargs) -> EnvironmentSettings:
+    return EnvironmentSettings(code / "requirements.txt", tmp_path / name, CHECK, **kwargs)
+
+
+def version_of(overlay: Path, module: str) -> str:
+    code = f"import {module}; print({module}.VERSION)"
+    return subprocess.run([sys.executable, "-c", code], env={"PYTHONPATH": str(overlay)}, capture_output=True,
+                          text=True, check=True).stdout.strip()  # fmt: skip
+
+
+def test_installed_once_then_restored_with_no_index_refused_when_altered_and_new_when_the_requirements_change(
+    tmp_path, job, caplog
+):
+    code, index = job
+    caplog.set_level("INFO")
+    cache = "s3://ckpts/env-cache"
+    first = prepare_environment(host(tmp_path, "algo-1", code, cache_s3=cache, stores=True), subprocess.run)
+    assert json.loads((first / MARKER).read_text())["installed"] == ["standin-app==1.0", "standin-lib==1.0"]
+    assert version_of(first, "standin_lib") == "1.0"
+    [stored] = boto3.client("s3").list_objects_v2(Bucket="ckpts", Prefix="env-cache/")["Contents"]
+    assert stored["Key"] == f"env-cache/{first.name}.tar.gz"
+
+    # The next start (another host, a restarted job): no index at all, so only a restore can make it.
+    index.rename(tmp_path / "gone")
+    second = prepare_environment(host(tmp_path, "algo-2", code, cache_s3=cache), subprocess.run)
+    assert second.name == first.name and version_of(second, "standin_app") == "1.0"
+    assert f"environment {first.name[:12]}: restored from {cache}" in caplog.text
+
+    # An archive that is not what its record says is refused whole and the environment installed again.
+    (tmp_path / "gone").rename(index)
+    s3 = boto3.client("s3")
+    digest = s3.head_object(Bucket="ckpts", Key=stored["Key"])["Metadata"]["sha256"]
+    s3.put_object(Bucket="ckpts", Key=stored["Key"], Body=b"not an archive", Metadata={"sha256": digest})
+    third = prepare_environment(host(tmp_path, "algo-3", code, cache_s3=cache), subprocess.run)
+    assert "is refused (its SHA-256 is" in caplog.text and version_of(third, "standin_lib") == "1.0"
+    assert not list((tmp_path / "algo-3").glob(".*"))  # nothing half unpacked or half installed left
+
+    # Another requirement, another key: installed, never the old archive.
+    (code / "constraints.txt").write_text("standin-lib>=2\n")
+    fourth = prepare_environment(host(tmp_path, "algo-1", code, cache_s3=cache, stores=True), subprocess.run)
+    assert fourth.name != first.name and version_of(fourth, "standin_lib") == "2.0"
+
+
+def test_an_environment_kept_on_the_host_is_used_with_no_download_and_one_that_does_not_import_is_made_again(
+    tmp_path, job, caplog
+):
+    code, index = job
+    caplog.set_level("INFO")
+    kept = prepare_environment(host(tmp_path, "warm", code), subprocess.run)
+    shutil.rmtree(index)  # no index, no S3: only the kept copy can serve
+    assert prepare_environment(host(tmp_path, "warm", code), subprocess.run) == kept
+    assert "kept on this host" in caplog.text
+    # A kept copy that lost a module (a disk that filled as it was written) is no environment.
+    shutil.rmtree(kept / "standin_lib")
+    with pytest.raises(RuntimeError, match="resolving"):  # made again: with the index gone, that fails loudly
+        prepare_environment(host(tmp_path, "warm", code), subprocess.run)
+
+
+def test_the_environment_comes_first_for_this_process_and_its_children(tmp_path, job):
+    code, _ = job
+    overlay = prepare_environment(host(tmp_path, "algo-1", code), subprocess.run)
+    environ = {"PATH": "/usr/bin", "PYTHONPATH": "/elsewhere"}
+    activate(overlay, environ)
+    assert environ["PYTHONPATH"].split(":") == [str(overlay), "/elsewhere"]
+    assert environ["PATH"].split(":")[0] == str(overlay / "bin")
+    sys.path.remove(str(overlay))  # this test's process is the pytest run's: left as it was
