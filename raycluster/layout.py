@@ -26,3 +26,10 @@ output_dir. What must survive goes to /opt/ml through the checkpoint keeper."""
 SHIPPED_WHEELS = "wheels"
 """Wheels that `raycluster launch --wheel` ships with the code, relative to the source tree; every host
 installs them under ``SCRATCH`` before its Ray node starts."""
+BASE_ENV = "RAYCLUSTER_SM_BASE"
+"""Overrides ``/opt/ml`` (tests and ``raycluster sim`` give each simulated host its own)."""
+DEFAULT_BASE = Path("/opt/ml")
+
+
+def sagemaker_base(env) -> Path:
+    return Path(env.get(BASE_ENV) or DEFAULT_BASE)

@@ -8,9 +8,8 @@ import pytest
 
 from conftest import REPO
 from raycluster.errors import UsageError
-from raycluster.layout import AUTH_TOKEN_ENV
+from raycluster.layout import AUTH_TOKEN_ENV, BASE_ENV
 from raycluster.sagemaker.entrypoint import read_job
-from raycluster.sagemaker.topology import BASE_ENV
 from test_topology import fake_job
 
 

@@ -185,6 +185,8 @@ def test_the_dry_run_request_holds_env_secret_ids_and_the_hub_channel(tmp_path):
         SECRET_PREFIX + "HF_TOKEN": "team/hf",
         SECRET_PREFIX + "WANDB_API_KEY": "arn:aws:secretsmanager:us-east-1:123456789012:secret:w-AbC",
         SECRETS_REGION: "eu-west-1",
+        # Where the job's environment is kept: beside --output-s3, by default.
+        "RAYCLUSTER_ENV_CACHE_S3": "s3://my-bucket/out/raycluster-environments",
     }
     (hub,) = [c for c in request["InputDataConfig"] if c["ChannelName"] == "hub"]
     assert hub["InputMode"] == "FastFile" and hub["DataSource"]["S3DataSource"]["S3Uri"] == "s3://my-bucket/hub"

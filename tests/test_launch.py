@@ -14,9 +14,10 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 from conftest import REPO, TINY_ACT
+from raycluster.layout import BASE_ENV
 from raycluster.ledger import Ledger, StartEntry
 from raycluster.sagemaker.hyperparameters import split_hyperparameters, to_hyperparameters
-from raycluster.sagemaker.topology import BASE_ENV, read_topology
+from raycluster.sagemaker.topology import read_topology
 from simulated import assert_clean, files_holding, synced_checkpoints
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
@@ -447,10 +448,15 @@ def test_the_launched_request_runs_through_sagemakers_driver_on_simulated_hosts(
     head = tmp_path / "sim" / "algo-1" / "opt" / "ml"
     log = (tmp_path / "sim" / "algo-1" / "log.txt").read_text()
     assert "Executing command: exec python -u -m entry" in log and "cluster formed" in log
+    # SageMaker's driver installs nothing; each host's entry point makes the job's environment, looking in the
+    # wheelhouse channel and at no index, and algo-1 alone keeps it in S3 for the next start.
     for host in ("algo-1", "algo-2", "algo-3"):
-        installing = (tmp_path / "sim" / host / "log.txt").read_text().split("Executing command")[0]
-        assert "Looking in links: /opt/ml/input/data/wheelhouse" in installing, installing[-2000:]
-        assert "Looking in indexes" not in installing, installing[-2000:]
+        said = (tmp_path / "sim" / host / "log.txt").read_text()
+        assert "Installing requirements" not in said, said[:3000]
+        assert "from --no-index --find-links /opt/ml/input/data/wheelhouse" in said, said[:3000]
+        assert ("environment " in said and ": stored in s3://" in said) == (host == "algo-1"), said[:3000]
+    kept = s3(aws).list_objects_v2(Bucket=BUCKET, Prefix="out/raycluster-environments/")["Contents"]
+    assert [o["Key"].endswith(".tar.gz") for o in kept] == [True], kept
     assert "all-reduce across 2 workers, backend gloo" in log  # the preflight probe ran across both hosts first
     table = log[log.index("all-reduce across 2 workers") :].split("transport:", 1)[0].splitlines()
     sizes = [row.removeprefix("[job]").split()[0] for row in table if row.removeprefix("[job]").strip()[:1].isdigit()]
@@ -510,6 +516,20 @@ def test_a_wheelhouse_job_asks_for_the_wheelhouse_channel_and_its_hosts_pip_for_
     assert (tmp_path / "plain" / "requirements.txt").read_text().splitlines()[0] == "-c constraints.txt", plain.stderr
     refused = launch(aws, *JOB, "--dry-run", f"--wheelhouse={REPO / 'README.md'}", *FLAGS)
     assert refused.returncode == 2 and "--wheelhouse " in refused.stderr and "not a directory" in refused.stderr
+
+
+def test_the_environment_is_kept_beside_the_output_or_where_env_cache_s3_says(aws):
+    """Where the hosts keep the job's environment (raycluster/environment: test_environment.py runs it)."""
+    beside = launch(aws, *JOB, "--dry-run", *FLAGS)
+    named = launch(aws, *JOB, "--dry-run", "--env-cache-s3=s3://team/envs", *FLAGS)
+    nowhere = launch(aws, *[a for a in JOB if not a.startswith("--output-s3")], "--dry-run", *FLAGS)
+    refused = launch(aws, *JOB, "--dry-run", "--env-cache-s3=team/envs", *FLAGS)
+    assert beside.returncode == named.returncode == nowhere.returncode == 0, beside.stderr + named.stderr
+    cache = "RAYCLUSTER_ENV_CACHE_S3"
+    assert json.loads(beside.stdout)["Environment"][cache] == f"s3://{BUCKET}/out/raycluster-environments"
+    assert json.loads(named.stdout)["Environment"][cache] == "s3://team/envs"
+    assert cache not in (json.loads(nowhere.stdout).get("Environment") or {})
+    assert refused.returncode == 2 and "--env-cache-s3 'team/envs' is not an s3://bucket/prefix URI" in refused.stderr
 
 
 def test_instance_groups_make_a_heterogeneous_request_with_the_gpu_groups_image(aws):

@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 
 from raycluster.errors import UsageError
+from raycluster.layout import BASE_ENV
 from raycluster.sagemaker.entry_settings import EntrySettings
 from raycluster.sagemaker.hyperparameters import encode_value, split_hyperparameters, to_hyperparameters
 from raycluster.sagemaker.network_env import collective_env, gpu_network_env
-from raycluster.sagemaker.topology import BASE_ENV, host_order, read_topology
+from raycluster.sagemaker.topology import host_order, read_topology
 
 
 def fake_job(tmp_path: Path, hosts=("algo-1", "algo-2"), current="algo-1", groups=None, hps=None, **overrides) -> dict:

@@ -6,11 +6,14 @@ changed, so the directory is the whole difference, and an archive of it is the e
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 INSTALL_S = 1800.0
 """The longest pip may take for one step (the whole set from an index on a slow line)."""
@@ -33,12 +36,20 @@ def pip(args: list[str], what: str, run: Callable[..., subprocess.CompletedProce
         raise RuntimeError(f"{what}: {said[-1] if said else f'pip exit code {done.returncode}'}")
 
 
+def index_options(requirements: Path) -> list[str]:
+    """The lines of ``requirements`` that say where pip looks (``--no-index``, ``--find-links`` ...)."""
+    where = ("--index", "--extra-index", "--find-links", "--no-index", "--trusted-host")
+    return [line.strip() for line in requirements.read_text().splitlines() if line.strip().startswith(where)]
+
+
 def install(requirements: Path, into: Path, run: Callable[..., subprocess.CompletedProcess]) -> list[str]:
     """Install into ``into`` (a new directory) what ``requirements`` adds to the image; the distributions
     installed, as ``name==version``. Index options in ``requirements`` (``--no-index``, ``--find-links``) hold
     for both steps."""
     env = without(dict(os.environ), into)
     into.mkdir(parents=True)
+    log.info("installing what %s adds to the image, from %s", requirements.name, " ".join(index_options(requirements))
+             or "the package index pip is configured with")  # fmt: skip
     report = into.parent / f"{into.name}.report.json"
     pip(["install", "--dry-run", "--quiet", "--report", str(report), "-r", str(requirements)], "resolving", run, env)
     lacking = [
@@ -47,10 +58,8 @@ def install(requirements: Path, into: Path, run: Callable[..., subprocess.Comple
     report.unlink()
     if lacking:
         # The same index options, and the resolved set pinned: nothing is resolved twice.
-        options = [line for line in requirements.read_text().splitlines() if line.startswith(("--index", "--extra",
-                   "--find-links", "--no-index", "--trusted-host"))]  # fmt: skip
         pinned = into.parent / f"{into.name}.pinned.txt"
-        pinned.write_text("\n".join([*options, *lacking]) + "\n")
+        pinned.write_text("\n".join([*index_options(requirements), *lacking]) + "\n")
         try:
             pip(["install", "--quiet", "--no-deps", "--target", str(into), "-r", str(pinned)], "installing", run, env)
         finally:

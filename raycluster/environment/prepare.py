@@ -49,6 +49,8 @@ def imports(overlay: Path, modules: tuple[str, ...], run: Callable[..., subproce
     """Why ``overlay`` is no environment (None: its marker is there and ``modules`` import from it)."""
     if not (overlay / MARKER).is_file():
         return "incomplete (no marker)"
+    if not json.loads((overlay / MARKER).read_text())["installed"]:
+        return None  # the image had it all: nothing of its own to import
     env = without(dict(os.environ), overlay)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(overlay), env.get("PYTHONPATH")]))
     code = "import importlib, sys\nfor m in sys.argv[1:]: importlib.import_module(m)"
@@ -95,9 +97,13 @@ def restored(archives: S3Archives, key: str, overlay: Path, settings: Environmen
         archive = Path(tmp) / "environment.tar.gz"
         try:
             digest = archives.fetch(key, archive)
-            if digest is None:
-                log.info("environment %s: none stored in %s yet; installing", key[:12], archives.uri)
-                return False
+        except Exception as exc:  # S3 out of reach (credentials, network): the install does not need it
+            log.warning("environment %s: %s cannot be read (%s); installing", key[:12], archives.uri, exc)
+            return False
+        if digest is None:
+            log.info("environment %s: none stored in %s yet; installing", key[:12], archives.uri)
+            return False
+        try:
             unpack(archive, digest, overlay)
         except Exception as exc:  # an archive that cannot be read whole is no environment: install instead
             log.warning("environment %s: the archive in %s is refused (%s); installing", key[:12], archives.uri, exc)

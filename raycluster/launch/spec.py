@@ -8,12 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from raycluster.cluster_config import S3_URI, split_cluster_args
+from raycluster.environment.host import CACHE_ENV
 from raycluster.errors import UsageError
 from raycluster.launch.requirements import DLC_PYTHON, torch_release
+from raycluster.layout import DEFAULT_BASE
 from raycluster.sagemaker.hyperparameters import split_hyperparameters, to_hyperparameters
 from raycluster.sagemaker.job_env import job_environment
 from raycluster.sagemaker.job_plan import check_checkpoints_kept, check_kept_on_sagemaker
-from raycluster.sagemaker.topology import DEFAULT_BASE
 
 INSTANCE_TYPE = re.compile(r"^ml\.[a-z][a-z0-9]*(-[a-z0-9]+)*\.[a-z0-9]+\Z")
 ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+\Z")
@@ -26,6 +27,8 @@ SECURITY_GROUP = re.compile(r"^sg-[0-9a-f]{8,17}\Z")
 # `\Z`, not `$`: `$` also matches before a final newline, and a name ending in one would pass.
 MAX_RUNTIME_S = 28 * 24 * 3600
 """SageMaker's limit on MaxRuntimeInSeconds and MaxWaitTimeInSeconds."""
+ENV_CACHE_DIR = "raycluster-environments"
+"""Under --output-s3, where the environment archives go by default."""
 MAX_KEEP_ALIVE_S = 3600
 """SageMaker's limit on KeepAlivePeriodInSeconds (a warm pool's wait for the next job)."""
 
@@ -82,6 +85,10 @@ class LaunchSpec:
     hub_cache_s3: str | None = None
     """s3:// URI of a Hugging Face Hub cache (`hf download --cache-dir`): the `hub` channel, FastFile mode; every
     host reads the Hub's files there with HF_HUB_OFFLINE=1 (a --policy.path=<repo id> included)."""
+    env_cache_s3: str | None = None
+    """s3:// URI where the job's environment (what it installs over the image) is kept as one archive per key of
+    what decides it; every later start with that key restores it with no installer (default: beside
+    --output-s3, shared by the jobs writing there; none without either)."""
     env: dict[str, str] = option("--env", "NAME=VALUE", default_factory=dict)
     """For every rank on every host, repeatable (DescribeTrainingJob shows it: no secrets)."""
     secrets: dict[str, str] = option("--secret", "NAME=SECRET", default_factory=dict)
@@ -198,7 +205,7 @@ class LaunchSpec:
             raise UsageError("--subnet and --security-group go together: SageMaker's VPC config needs both")
 
     def _check_sources(self) -> None:
-        for name in ("checkpoint_s3", "output_s3", "dataset_s3", "hub_cache_s3"):
+        for name in ("checkpoint_s3", "output_s3", "dataset_s3", "hub_cache_s3", "env_cache_s3"):
             value = getattr(self, name)
             if value and not S3_URI.match(value):
                 raise UsageError(f"--{name.replace('_', '-')} {value!r} is not an s3://bucket/prefix URI")
@@ -228,8 +235,11 @@ class LaunchSpec:
         check_kept_on_sagemaker(cluster, DEFAULT_BASE)
 
     def environment(self, region: str) -> dict[str, str]:
-        """The request's Environment: ``--env`` as given, each ``--secret`` as its id only."""
-        return job_environment(self.env, self.secrets, bool(self.hub_cache_s3), region)
+        """The request's Environment: ``--env`` as given, each ``--secret`` as its id only, where the environment
+        archives are kept."""
+        cache = self.env_cache_s3 or (f"{self.output_s3.rstrip('/')}/{ENV_CACHE_DIR}" if self.output_s3 else None)
+        owned = {CACHE_ENV: cache} if cache else {}
+        return job_environment(self.env, self.secrets, bool(self.hub_cache_s3), region, owned)
 
     @property
     def hyperparameters(self) -> dict[str, Any]:

@@ -100,7 +100,9 @@ def build_trainer(spec: LaunchSpec, source: Path, session):
         role=spec.role,
         base_job_name=spec.base_job_name,
         training_image=image_uri(spec, session.boto_session.region_name),
-        source_code=SourceCode(source_dir=str(source), requirements="requirements.txt", command=COMMAND),
+        # No requirements for the SDK's driver to install: the entry point restores the job's environment, or
+        # installs it once and keeps it (raycluster/environment).
+        source_code=SourceCode(source_dir=str(source), command=COMMAND),
         compute=compute(spec),
         stopping_condition=StoppingCondition(
             max_runtime_in_seconds=spec.max_run, max_wait_time_in_seconds=spec.max_wait if spec.spot else None

@@ -14,6 +14,7 @@ import os
 from raycluster.cluster_config import split_cluster_args
 from raycluster.errors import UsageError
 from raycluster.faults import Faults
+from raycluster.layout import sagemaker_base
 from raycluster.sagemaker.entry_settings import EntrySettings
 from raycluster.sagemaker.failure import HostFailure, write_failure
 from raycluster.sagemaker.head import Head
@@ -24,7 +25,7 @@ from raycluster.sagemaker.job_plan import check_kept_on_sagemaker, job_flags, jo
 from raycluster.sagemaker.reaper import OrphanReaper
 from raycluster.sagemaker.secrets import read_secrets
 from raycluster.sagemaker.stop_clock import StopClock
-from raycluster.sagemaker.topology import Topology, read_topology, sagemaker_base
+from raycluster.sagemaker.topology import Topology, read_topology
 from raycluster.sagemaker.wheels import install_shipped_wheels
 from raycluster.sagemaker.worker_host import WorkerHost
 

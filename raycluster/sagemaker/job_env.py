@@ -104,8 +104,11 @@ def check_name(flag: str, name: str, hub_cache: bool) -> None:
         raise UsageError(f"{flag} {name}=...: {name} is not yours to set ({owner}); choose another name")
 
 
-def job_environment(env: Mapping[str, str], secrets: Mapping[str, str], hub_cache: bool, region: str) -> dict:
-    """The request's Environment for ``--env`` and ``--secret`` (each checked, with the fix in one line)."""
+def job_environment(
+    env: Mapping[str, str], secrets: Mapping[str, str], hub_cache: bool, region: str, owned: Mapping[str, str] = {}
+) -> dict:
+    """The request's Environment for ``--env`` and ``--secret`` (each checked, with the fix in one line), with
+    raycluster's own ``owned`` entries (counted against SageMaker's limit too)."""
     for name, value in env.items():
         check_name("--env", name, hub_cache)
         named = CREDENTIAL.search(name.upper()) and not name.endswith(WHERE_SUFFIXES) and not SWITCH.match(value)
@@ -120,11 +123,13 @@ def job_environment(env: Mapping[str, str], secrets: Mapping[str, str], hub_cach
         check_secret(name, secret, hub_cache)
         if name in env:
             raise UsageError(f"--secret {name} and --env {name}: give {name} one way")
-    environment = {**env, **{SECRET_PREFIX + name: secret for name, secret in secrets.items()}}
+    environment = {**env, **{SECRET_PREFIX + name: secret for name, secret in secrets.items()}, **owned}
     if secrets:
         environment[SECRETS_REGION] = region
     if len(environment) > MAX_ENTRIES:
-        raise UsageError(f"--env and --secret: at most {MAX_ENTRIES - 1} in all (SageMaker's limit on Environment)")
+        raise UsageError(
+            f"--env and --secret: at most {MAX_ENTRIES - 1 - len(owned)} in all (SageMaker's limit on Environment)"
+        )
     return environment
 
 

@@ -14,11 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from raycluster.errors import UsageError
+from raycluster.layout import BASE_ENV, sagemaker_base
 from raycluster.sagemaker.hyperparameters import flag_name, value_text
 
-BASE_ENV = "RAYCLUSTER_SM_BASE"
-"""Overrides ``/opt/ml`` (tests and ``raycluster sim`` give each simulated host its own)."""
-DEFAULT_BASE = Path("/opt/ml")
 # SageMaker's own channels, not data.
 NON_DATA_CHANNELS = {"code", "sm_drivers"}
 
@@ -60,10 +58,6 @@ class Topology:
     @property
     def checkpoint_dir(self) -> Path:
         return self.base / "checkpoints"
-
-
-def sagemaker_base(env: Mapping[str, str]) -> Path:
-    return Path(env.get(BASE_ENV) or DEFAULT_BASE)
 
 
 def _json(text: str, what: str, fix: str) -> Any:
