@@ -22,6 +22,8 @@ pytestmark = [
 
 ROLE = "arn:aws:iam::123456789012:role/raycluster-sim"
 PROBE = "--include=tests/jobs/env_probe.py"  # the sim stages the code channel itself: the script goes there too
+ENVIRONMENTS = "s3://ckpts/environments"
+"""Where these jobs keep their environment (the module's S3 server): the second job restores the first's."""
 DASHBOARD_VIEWS = (
     "/api/jobs/",
     "/api/v0/actors?detail=1&limit=10000",
@@ -35,7 +37,7 @@ DASHBOARD_VIEWS = (
 def dry_run_request(tmp_path: Path, *flags: str) -> Path:
     shown = run_cli(
         "launch", "--instance-type=ml.c5.xlarge", "--instance-count=2", f"--role={ROLE}", "--region=us-east-1",
-        PROBE, "--entry.job=jobs/env_probe.py", "--dry-run", *flags,
+        PROBE, "--entry.job=jobs/env_probe.py", f"--env-cache-s3={ENVIRONMENTS}", "--dry-run", *flags,
     )  # fmt: skip
     assert shown.returncode == 0, shown.stderr[-3000:]
     (tmp_path / "request.json").write_text(shown.stdout)
@@ -105,6 +107,7 @@ def test_env_and_a_secret_reach_every_rank_on_every_host_and_the_value_nowhere_e
     assert result == {h: {"exit_code": 0, "failure": None} for h in ("algo-1", "algo-2")}, result
     log = head_log.read_text()
     assert "probe: every rank saw every name" in log
+    assert f": stored in {ENVIRONMENTS}/" in log  # algo-1 kept the environment it made, for the next job
     said = f"HF_TOKEN=#{hashlib.sha256(value.encode()).hexdigest()[:12]}"
     lines = [line for line in log.splitlines() if "probe: rank" in line]
     assert {line.split(" on ")[1].split()[0] for line in lines} == {"ip-algo-1", "ip-algo-2"}, lines
@@ -117,12 +120,21 @@ def test_env_and_a_secret_reach_every_rank_on_every_host_and_the_value_nowhere_e
 def test_a_secret_that_does_not_exist_ends_every_host_before_ray_starts_naming_it(s3_endpoint, sims, tmp_path):
     request = dry_run_request(tmp_path, "--secret=WANDB_API_KEY=sim/no-such-secret")
     workdir = tmp_path / "sim"
+    bucket, prefix = ENVIRONMENTS.removeprefix("s3://").split("/", 1)
+    kept = boto3.client("s3").list_objects_v2(Bucket=bucket, Prefix=prefix + "/").get("KeyCount", 0)
     # Its own job: it ends before Ray starts.
     result = sims(workdir, f"--request={request}", PROBE, f"--aws-endpoint={s3_endpoint['AWS_ENDPOINT_URL']}").finish()
     said = "secret WANDB_API_KEY does not exist: create it, or fix --secret WANDB_API_KEY=..."
     assert result == {h: {"exit_code": 2, "failure": said} for h in ("algo-1", "algo-2")}, result
     for host in ("algo-1", "algo-2"):
-        assert "Ray runtime started" not in (workdir / host / "log.txt").read_text()
+        log = (workdir / host / "log.txt").read_text()
+        assert "Ray runtime started" not in log
+        # The environment an earlier job of the module kept (the same requirements, the same image) is restored
+        # on every host, nothing installed; run alone, this job installs it and algo-1 keeps it.
+        if kept:
+            assert f"restored from {ENVIRONMENTS} in" in log and "installing what" not in log, log[:3000]
+        else:
+            assert "installing what requirements.txt adds" in log and (": stored in" in log) == (host == "algo-1")
     assert_clean()
 
 

@@ -1,0 +1,108 @@
+"""``make bench ARGS="--only environment"``: what a host's start pays for the job's environment. The real
+requirements (as ``raycluster launch`` stages them, for this machine's torch) over a Python that already holds
+torch, as a DLC does: installed from the package index by pip (as raycluster's hosts install it: the image's
+lacks resolved, then installed with ``--target``), the same set by uv, and restored from the archive pip's
+install was stored as (its SHA-256 checked, unpacked, renamed in, its imports checked). No pip or uv cache.
+
+The "image" is a new virtualenv whose site-packages links this machine's torch, torchvision and what they
+need, so that pip sees torch installed and never downloads it (the DLC's build stays)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from packaging.requirements import Requirement
+
+from bench.harness import BIN, REPO
+from raycluster.environment.archive import pack, unpack
+from raycluster.launch.requirements import constraints, requirements
+
+IMAGE_HAS = ("torch", "torchvision")
+
+
+def closure(names: tuple[str, ...]) -> set[str]:
+    """Those distributions and every one they need (extras left out), as installed here."""
+    found, todo = set(), list(names)
+    while todo:
+        name = todo.pop()
+        try:
+            dist = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        if dist.metadata["Name"].lower() in found:
+            continue
+        found.add(dist.metadata["Name"].lower())
+        for line in dist.requires or []:
+            requirement = Requirement(line)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                todo.append(requirement.name)
+    return found
+
+
+def make_image(at: Path) -> Path:
+    """A virtualenv that holds this machine's torch stack (linked, not copied) and nothing else; its python."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(at)], check=True)
+    shutil.copytree(Path(sys.executable).parent.parent / "lib" / "python3.12" / "site-packages" / "pip",
+                    at / "lib" / "python3.12" / "site-packages" / "pip")  # fmt: skip
+    site = at / "lib" / "python3.12" / "site-packages"
+    for name in closure(IMAGE_HAS):
+        dist = importlib.metadata.distribution(name)
+        for top in {Path(str(f)).parts[0] for f in dist.files or [] if not str(f).startswith("..")}:
+            source = Path(str(dist.locate_file(top)))
+            if source.exists() and not (site / top).exists():
+                (site / top).symlink_to(source)
+    return at / "bin" / "python"
+
+
+def staged(at: Path) -> Path:
+    """requirements.txt and constraints.txt as the launch stages them for this machine's torch."""
+    at.mkdir()
+    release = ".".join(importlib.metadata.version("torch").split(".")[:2])
+    (at / "constraints.txt").write_text("\n".join(constraints(release)) + "\n")
+    (at / "requirements.txt").write_text("-c constraints.txt\n" + "\n".join(requirements()) + "\n")
+    return at / "requirements.txt"
+
+
+def timed(cmd: list[str], env: dict) -> float:
+    started = time.monotonic()
+    subprocess.run(cmd, check=True, env=env)
+    return time.monotonic() - started
+
+
+def run(bench) -> None:
+    print("bench: the job's environment from the index (pip, uv) and from its archive ...", flush=True)
+    work = bench.work / "environment"
+    work.mkdir()
+    python = make_image(work / "image")
+    wanted = staged(work / "code")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PIP_NO_CACHE_DIR": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    by_pip = work / "by-pip"
+    install = "import sys; from pathlib import Path; from raycluster.environment.install import install; "
+    install += "import subprocess; print('\\n'.join(install(Path(sys.argv[1]), Path(sys.argv[2]), subprocess.run)))"
+    pip_s = timed([str(python), "-c", install, str(wanted), str(by_pip)], env)
+    lacking = subprocess.run([str(python), "-m", "pip", "list", "--path", str(by_pip), "--format=freeze"],
+                             env=env, capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+    uv_s = timed([str(BIN / "uv"), "pip", "install", "--python", str(python), "--no-cache", "--no-deps", "--target",
+                  str(work / "by-uv"), *lacking], env)  # fmt: skip
+    archive = work / "environment.tar.gz"
+    started = time.monotonic()
+    digest = pack(by_pip, archive)
+    pack_s = time.monotonic() - started
+    started = time.monotonic()
+    unpack(archive, digest, work / "restored")
+    check = "import ray, lerobot, accelerate"
+    subprocess.run([str(python), "-c", check], env={**env, "PYTHONPATH": str(work / "restored")}, check=True)
+    restore_s = time.monotonic() - started
+    ratio = restore_s / pip_s
+    print(f"restore_over_pip = {ratio:.3f}  ({len(lacking)} distributions, archive "
+          f"{archive.stat().st_size / 2**20:.0f} MB, packed in {pack_s:.1f} s)")  # fmt: skip
+    bench.rows += [
+        ("environment", "s to install: pip | uv", pip_s, uv_s, f"{uv_s / pip_s:.2f}x", ""),
+        ("environment", "s: pip install | restore", pip_s, restore_s, f"{ratio:.3f}x", "<= 0.1"),
+    ]
