@@ -74,6 +74,7 @@ def test_installed_once_then_restored_with_no_index_refused_when_altered_and_new
     (code / "constraints.txt").write_text("standin-lib>=2\n")
     fourth = prepare_environment(host(tmp_path, "algo-1", code, cache_s3=cache, stores=True), subprocess.run)
     assert fourth.name != first.name and version_of(fourth, "standin_lib") == "2.0"
+    assert list((tmp_path / "algo-1").iterdir()) == [fourth]  # the host keeps one environment, not every one
 
 
 def test_an_environment_kept_on_the_host_is_used_with_no_download_and_one_that_does_not_import_is_made_again(

@@ -64,7 +64,16 @@ def imports(overlay: Path, modules: tuple[str, ...], run: Callable[..., subproce
 
 def prepare_environment(settings: EnvironmentSettings, run: Callable[..., subprocess.CompletedProcess]) -> Path:
     """The overlay directory of this job's environment, ready: put it first on PYTHONPATH (and its ``bin`` on
-    PATH). Raises if it can be neither restored nor installed."""
+    PATH). Raises if it can be neither restored nor installed. Other environments this host kept are removed once
+    it is ready: a warm pool's cache holds one, however many requirements its jobs went through."""
+    overlay = made(settings, run)
+    for other in settings.root.iterdir():
+        if other != overlay:
+            shutil.rmtree(other, ignore_errors=True)
+    return overlay
+
+
+def made(settings: EnvironmentSettings, run: Callable[..., subprocess.CompletedProcess]) -> Path:
     key = environment_key(settings.requirements)
     settings.root.mkdir(parents=True, exist_ok=True)
     overlay = settings.root / key
