@@ -27,22 +27,24 @@ IMAGE_HAS = ("torch", "torchvision")
 
 
 def closure(names: tuple[str, ...]) -> set[str]:
-    """Those distributions and every one they need (extras left out), as installed here."""
-    found, todo = set(), list(names)
+    """Those distributions and every one they need, the extras they ask of each other included (torch's CUDA
+    libraries are the extras of ``cuda-toolkit``), as installed here."""
+    found: set[tuple[str, str]] = set()
+    todo = [(name, "") for name in names]
     while todo:
-        name = todo.pop()
+        name, extra = todo.pop()
         try:
             dist = importlib.metadata.distribution(name)
         except importlib.metadata.PackageNotFoundError:
             continue
-        if dist.metadata["Name"].lower() in found:
+        if (dist.metadata["Name"].lower(), extra) in found:
             continue
-        found.add(dist.metadata["Name"].lower())
+        found.add((dist.metadata["Name"].lower(), extra))
         for line in dist.requires or []:
             requirement = Requirement(line)
-            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
-                todo.append(requirement.name)
-    return found
+            if requirement.marker is None or requirement.marker.evaluate({"extra": extra}):
+                todo += [(requirement.name, wanted) for wanted in ["", *requirement.extras]]
+    return {name for name, _ in found}
 
 
 def make_image(at: Path) -> Path:
@@ -90,7 +92,7 @@ def run(bench) -> None:
                              env=env, capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
     uv_s = timed([str(BIN / "uv"), "pip", "install", "--python", str(python), "--no-cache", "--no-deps", "--target",
                   str(work / "by-uv"), *lacking], env)  # fmt: skip
-    archive = work / "environment.tar.gz"
+    archive = work / "environment.tar"
     started = time.monotonic()
     digest = pack(by_pip, archive)
     pack_s = time.monotonic() - started

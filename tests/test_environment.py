@@ -53,7 +53,7 @@ def test_installed_once_then_restored_with_no_index_refused_when_altered_and_new
     assert json.loads((first / MARKER).read_text())["installed"] == ["standin-app==1.0", "standin-lib==1.0"]
     assert version_of(first, "standin_lib") == "1.0"
     [stored] = boto3.client("s3").list_objects_v2(Bucket="ckpts", Prefix="env-cache/")["Contents"]
-    assert stored["Key"] == f"env-cache/{first.name}.tar.gz"
+    assert stored["Key"] == f"env-cache/{first.name}.tar"
 
     # The next start (another host, a restarted job): no index at all, so only a restore can make it.
     index.rename(tmp_path / "gone")
@@ -77,7 +77,7 @@ def test_installed_once_then_restored_with_no_index_refused_when_altered_and_new
     assert list((tmp_path / "algo-1").iterdir()) == [fourth]  # the host keeps one environment, not every one
 
 
-def test_an_environment_kept_on_the_host_is_used_with_no_download_and_one_that_does_not_import_is_made_again(
+def test_an_environment_kept_on_the_host_is_used_with_no_download_and_one_not_whole_is_made_again(
     tmp_path, job, caplog
 ):
     code, index = job
@@ -86,10 +86,20 @@ def test_an_environment_kept_on_the_host_is_used_with_no_download_and_one_that_d
     shutil.rmtree(index)  # no index, no S3: only the kept copy can serve
     assert prepare_environment(host(tmp_path, "warm", code), subprocess.run) == kept
     assert "kept on this host" in caplog.text
-    # A kept copy that lost a module (a disk that filled as it was written) is no environment.
-    shutil.rmtree(kept / "standin_lib")
-    with pytest.raises(RuntimeError, match="resolving"):  # made again: with the index gone, that fails loudly
+    # A kept copy without its marker is not whole (it never was renamed into place complete): made again.
+    (kept / MARKER).unlink()
+    with pytest.raises(RuntimeError, match="resolving"):  # with the index gone, that fails loudly
         prepare_environment(host(tmp_path, "warm", code), subprocess.run)
+
+
+def test_an_environment_that_does_not_import_is_never_used_or_stored(tmp_path, job):
+    code, index = job
+    # standin-lib 1.0 that raises on import: what pip installed is checked before anything uses it.
+    make_wheel(index, "standin-lib", "1.0", body="raise ImportError('built for another image')\n")
+    settings = host(tmp_path, "algo-1", code, cache_s3="s3://ckpts/broken", stores=True)
+    with pytest.raises(RuntimeError, match="does not import: ImportError: built for another image"):
+        prepare_environment(settings, subprocess.run)
+    assert boto3.client("s3").list_objects_v2(Bucket="ckpts", Prefix="broken/").get("KeyCount", 0) == 0
 
 
 def test_the_environment_comes_first_for_this_process_and_its_children(tmp_path, job):

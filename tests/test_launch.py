@@ -456,7 +456,7 @@ def test_the_launched_request_runs_through_sagemakers_driver_on_simulated_hosts(
         assert "from --no-index --find-links /opt/ml/input/data/wheelhouse" in said, said[:3000]
         assert ("environment " in said and ": stored in s3://" in said) == (host == "algo-1"), said[:3000]
     kept = s3(aws).list_objects_v2(Bucket=BUCKET, Prefix="out/raycluster-environments/")["Contents"]
-    assert [o["Key"].endswith(".tar.gz") for o in kept] == [True], kept
+    assert [o["Key"].endswith(".tar") for o in kept] == [True], kept
     assert "all-reduce across 2 workers, backend gloo" in log  # the preflight probe ran across both hosts first
     table = log[log.index("all-reduce across 2 workers") :].split("transport:", 1)[0].splitlines()
     sizes = [row.removeprefix("[job]").split()[0] for row in table if row.removeprefix("[job]").strip()[:1].isdigit()]

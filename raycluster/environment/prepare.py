@@ -1,9 +1,10 @@
 """Each host's start: the job's environment restored or installed, before anything else of the job is imported.
 
 In order: the overlay already on this host (a warm pool's persistent cache keeps it from the last job), the
-archive stored under the key (S3), and only then pip. An overlay is complete once its marker is written, last; one
-that does not import is refused and made again. One host stores the archive it installed; the others install on
-their own at the same time, so none waits for another longer than its own install takes."""
+archive stored under the key (S3), and only then pip. An overlay holds its marker before it is renamed into its
+place, so one found there is whole; one pip made must import the job's modules before it is used or stored. One
+host stores the archive it installed; the others install on their own at the same time, so none waits for
+another longer than its own install takes."""
 
 from __future__ import annotations
 
@@ -46,9 +47,9 @@ class EnvironmentSettings:
 
 
 def imports(overlay: Path, modules: tuple[str, ...], run: Callable[..., subprocess.CompletedProcess]) -> str | None:
-    """Why ``overlay`` is no environment (None: its marker is there and ``modules`` import from it)."""
-    if not (overlay / MARKER).is_file():
-        return "incomplete (no marker)"
+    """Why the environment pip just installed in ``overlay`` is none (None: ``modules`` import from it). Checked
+    once, where it is made: a restored one is that very environment (its archive's SHA-256, its key), and a kept
+    one became complete by a rename, so neither pays for the imports again."""
     if not json.loads((overlay / MARKER).read_text())["installed"]:
         return None  # the image had it all: nothing of its own to import
     env = without(dict(os.environ), overlay)
@@ -77,13 +78,12 @@ def made(settings: EnvironmentSettings, run: Callable[..., subprocess.CompletedP
     key = environment_key(settings.requirements)
     settings.root.mkdir(parents=True, exist_ok=True)
     overlay = settings.root / key
-    why = imports(overlay, settings.check, run) if overlay.exists() else "not on this host"
-    if why is None:
+    if (overlay / MARKER).is_file():  # complete: the marker is in it before it is renamed into its place
         log.info("environment %s: kept on this host (%s), nothing installed", key[:12], overlay)
         return overlay
     shutil.rmtree(overlay, ignore_errors=True)
     archives = S3Archives(settings.cache_s3) if settings.cache_s3 else None
-    if archives is not None and restored(archives, key, overlay, settings, run):
+    if archives is not None and restored(archives, key, overlay, settings):
         return overlay
     started = time.monotonic()
     making = overlay.with_name(f".{key}.installing")
@@ -100,10 +100,10 @@ def made(settings: EnvironmentSettings, run: Callable[..., subprocess.CompletedP
     return overlay
 
 
-def restored(archives: S3Archives, key: str, overlay: Path, settings: EnvironmentSettings, run) -> bool:
+def restored(archives: S3Archives, key: str, overlay: Path, settings: EnvironmentSettings) -> bool:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(dir=settings.root, prefix=".fetching-") as tmp:
-        archive = Path(tmp) / "environment.tar.gz"
+        archive = Path(tmp) / "environment.tar"
         try:
             digest = archives.fetch(key, archive)
         except Exception as exc:  # S3 out of reach (credentials, network): the install does not need it
@@ -117,9 +117,8 @@ def restored(archives: S3Archives, key: str, overlay: Path, settings: Environmen
         except Exception as exc:  # an archive that cannot be read whole is no environment: install instead
             log.warning("environment %s: the archive in %s is refused (%s); installing", key[:12], archives.uri, exc)
             return False
-    why = imports(overlay, settings.check, run)
-    if why is not None:
-        log.warning("environment %s: the archive in %s %s; installing", key[:12], archives.uri, why)
+    if not (overlay / MARKER).is_file():  # a whole archive, but not of an environment raycluster made
+        log.warning("environment %s: the archive in %s holds no %s; installing", key[:12], archives.uri, MARKER)
         shutil.rmtree(overlay, ignore_errors=True)
         return False
     log.info("environment %s: restored from %s in %.1fs, nothing installed", key[:12], archives.uri,
@@ -131,7 +130,7 @@ def store(archives: S3Archives, key: str, overlay: Path) -> None:
     """Stored for the next start; a failure is said and the job goes on (the next start installs again)."""
     with tempfile.TemporaryDirectory(dir=overlay.parent, prefix=".packing-") as tmp:
         try:
-            archive = Path(tmp) / "environment.tar.gz"
+            archive = Path(tmp) / "environment.tar"
             uri = archives.store(key, archive, pack(overlay, archive))
             log.info("environment %s: stored in %s (%.0f MB)", key[:12], uri, archive.stat().st_size / 2**20)
         except Exception as exc:
