@@ -2,6 +2,7 @@ import logging
 import os
 import signal
 import sys
+import time
 
 from raycluster.sagemaker.stop_clock import StopClock
 
@@ -17,6 +18,7 @@ from raycluster.layout import SOURCE_DIR, sagemaker_base  # noqa: E402
 from raycluster.sagemaker.failure import write_failure  # noqa: E402
 
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+started = time.monotonic()
 try:
     prepare_this_host(os.environ, SOURCE_DIR)  # the code channel
 except Exception as exc:  # no environment, no job: the reason goes where SageMaker shows it
@@ -26,4 +28,4 @@ except Exception as exc:  # no environment, no job: the reason goes where SageMa
 
 from raycluster.sagemaker.entrypoint import main  # noqa: E402
 
-sys.exit(main(stop))
+sys.exit(main(stop, environment_s=time.monotonic() - started))

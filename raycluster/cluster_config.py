@@ -87,6 +87,9 @@ class ClusterConfig:
     started_at: float = 0.0
     """When this start of the job began, in seconds since the epoch: its ledger (``raycluster/ledger.py``) counts
     from there. The SageMaker entry point passes its container's start; 0: the command's own."""
+    environment_s: float = 0.0
+    """Of the time before the command, the seconds the job's environment took (restored, kept or installed): the
+    ledger counts them apart. The SageMaker entry point passes the head host's."""
 
     def check(self) -> None:
         if self.num_workers < 1:
@@ -121,6 +124,8 @@ class ClusterConfig:
             )
         if not self.address:
             raise UsageError("--cluster.address must be local, auto or HOST:PORT")
+        if not (math.isfinite(self.environment_s) and self.environment_s >= 0):
+            raise UsageError(f"--cluster.environment_s must be seconds, 0 or more, got {self.environment_s}")
         if self.started_at and not (math.isfinite(self.started_at) and 0 < self.started_at <= time.time() + 60):
             raise UsageError(
                 f"--cluster.started_at must be 0 (the command's start) or a moment already past, in seconds since "

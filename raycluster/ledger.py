@@ -7,8 +7,10 @@ Each start's parts follow one another without a gap, from the start's beginning 
 before SageMaker's driver installs anything; otherwise the command's) to its summary, so they add up to its
 wall time by construction:
 
-- ``before_command``: the container up to the training command: SageMaker's driver and its install, the entry
-  point, the Ray cluster forming, the job's submission (0 for a local ``raycluster train``);
+- ``environment``: the job's environment restored, kept or installed (``raycluster/environment``), as the head host
+  took it (0 for a local ``raycluster train``);
+- ``before_command``: the rest of the time up to the training command: SageMaker's driver, the entry point, the
+  Ray cluster forming, the job's submission (0 for a local ``raycluster train``);
 - ``start_up``: the command up to its first step: LeRobot's flags, Ray Train's worker group, agreeing on where to
   start, LeRobot's set-up;
 - ``training``: the first step to the last, less the recoveries and the checkpoints;
@@ -35,7 +37,7 @@ import psutil
 log = logging.getLogger(__name__)
 
 LEDGER_NAME = "raycluster_ledger.json"
-PARTS = ("before_command", "start_up", "training", "checkpoints", "recovery", "teardown")
+PARTS = ("environment", "before_command", "start_up", "training", "checkpoints", "recovery", "teardown")
 
 
 @dataclass(frozen=True)
@@ -80,11 +82,18 @@ def process_started(pid: int | str = "self") -> float:
 
 
 def start_entry(
-    started_at: float, command_started: float, phases: dict[str, float], recoveries: list[dict], attempts: list
+    started_at: float,
+    command_started: float,
+    phases: dict[str, float],
+    recoveries: list[dict],
+    attempts: list,
+    environment_s: float = 0.0,
 ) -> StartEntry:
     """This start's entry from the run's timeline (``phases`` and ``recoveries``, in seconds since the command
-    started, as the summary has them) and its worker groups' steps (``AttemptSteps``, oldest first)."""
+    started, as the summary has them), its worker groups' steps (``AttemptSteps``, oldest first) and the seconds
+    its environment took before the command."""
     before = max(0.0, command_started - started_at)
+    environment = min(environment_s, before)
     end = phases["summary_written"]
     # A first group that failed before its first step: the training began with the next group's.
     resumed = [r["first_resumed_step"] for r in recoveries if "first_resumed_step" in r]
@@ -98,7 +107,8 @@ def start_entry(
     )
     checkpoints = min(sum(a.checkpoints_s for a in attempts), last - first - recovery)
     parts = {
-        "before_command": before,
+        "environment": environment,
+        "before_command": before - environment,
         "start_up": first,
         "training": last - first - recovery - checkpoints,
         "checkpoints": checkpoints,

@@ -27,9 +27,11 @@ def test_a_starts_parts_follow_one_another_and_add_up_to_its_wall_time():
     restart = [{"failure_seen": 80.0, "first_resumed_step": 110.0, "seconds": 30.0}]
     # Each group's loop was blocked saving checkpoints between its steps (4 s, 8 s): out of the training.
     groups = [AttemptSteps(resumed_from=0, reached=70, checkpoints_s=4.0), AttemptSteps(60, 150, checkpoints_s=8.0)]
-    entry = start_entry(started_at=1000.0, command_started=1020.0, phases=PHASES, recoveries=restart, attempts=groups)
+    # Of the 20 s before the command, its environment took 6 (restored, or installed).
+    entry = start_entry(1000.0, 1020.0, PHASES, restart, groups, environment_s=6.0)
     assert entry.parts == {
-        "before_command": 20.0,
+        "environment": 6.0,
+        "before_command": 14.0,
         "start_up": 40.0,
         "training": 58.0,
         "checkpoints": 12.0,
@@ -44,7 +46,8 @@ def test_a_starts_parts_follow_one_another_and_add_up_to_its_wall_time():
 def test_a_start_stopped_before_its_first_step_is_start_up_and_teardown_alone():
     entry = start_entry(1000.0, 1000.0, {"cluster_ready": 9.0, "summary_written": 25.0}, [], [])
     assert entry.parts == {
-        "before_command": 0.0, "start_up": 25.0, "training": 0.0, "checkpoints": 0.0, "recovery": 0.0, "teardown": 0.0
+        "environment": 0.0, "before_command": 0.0, "start_up": 25.0, "training": 0.0, "checkpoints": 0.0,
+        "recovery": 0.0, "teardown": 0.0,
     }  # fmt: skip
     assert entry.wall_s == 25.0 and entry.steps_trained == 0
 
@@ -99,7 +102,8 @@ def test_a_first_group_that_failed_before_its_first_step_leaves_the_training_to_
     entry = start_entry(0.0, 0.0, phases, restart, [AttemptSteps(0, 0), AttemptSteps(0, 100)])
     # The failure came before the training began: its recovery is start-up, and the training is the second group's.
     assert entry.parts == {
-        "before_command": 0.0, "start_up": 60.0, "training": 80.0, "checkpoints": 0.0, "recovery": 0.0, "teardown": 10.0
+        "environment": 0.0, "before_command": 0.0, "start_up": 60.0, "training": 80.0, "checkpoints": 0.0,
+        "recovery": 0.0, "teardown": 10.0,
     }  # fmt: skip
     assert (entry.steps_trained, entry.steps_redone) == (100, 0)
 

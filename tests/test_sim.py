@@ -197,6 +197,7 @@ def test_sigterm_twice_on_every_host_saves_the_step_reached_once_and_the_restart
     assert ledger["steps_redone"] == 0 and 0 < ledger["goodput"] < 1, ledger
     for start in (first_start, second_start):
         assert start["parts"]["before_command"] > 5 and abs(sum(start["parts"].values()) - start["wall_s"]) < 0.05
+        assert 0 < start["parts"]["environment"] < start["parts"]["before_command"], start  # the head's, apart
     assert "ledger: 2 start(s)" in (second / "algo-1" / "log.txt").read_text()
     (before,), (after,) = wandb_runs(first).items(), wandb_runs(second).items()
     assert before[0].split()[1] == after[0].split()[1], (before, after)  # one run, resumed

@@ -32,7 +32,7 @@ from raycluster.sagemaker.worker_host import WorkerHost
 log = logging.getLogger(__name__)
 
 
-def read_job(environ) -> tuple[Topology, EntrySettings, list[str]]:
+def read_job(environ, environment_s: float = 0.0) -> tuple[Topology, EntrySettings, list[str]]:
     """The topology, the entry settings and the job's flags (the topology's defaults in them), each checked
     before any cluster starts."""
     topology = read_topology(environ)
@@ -43,19 +43,20 @@ def read_job(environ) -> tuple[Topology, EntrySettings, list[str]]:
             "hyperparameter entry__head_trains=false needs 2 or more hosts: this job's only host "
             "is the head, so no host would train"
         )
-    flags = job_flags(topology, settings, flags)
+    flags = job_flags(topology, settings, flags, environment_s)
     if trains(settings):
         cluster, _ = split_cluster_args(flags)  # cluster.* out of range: refused here
         check_kept_on_sagemaker(cluster, topology.base)
     return topology, settings, flags
 
 
-def main(stop: StopClock) -> int:
-    """``stop``: set on SIGTERM (the caller installs the handler as its first act)."""
+def main(stop: StopClock, environment_s: float = 0.0) -> int:
+    """``stop``: set on SIGTERM (the caller installs the handler as its first act); ``environment_s``: what
+    making the job's environment took this host (the ledger's)."""
     base = sagemaker_base(os.environ)
     reaper = OrphanReaper()
     try:
-        topology, settings, flags = read_job(os.environ)
+        topology, settings, flags = read_job(os.environ, environment_s)
         # Before any Ray node starts, which every rank inherits its environment from; a secret that cannot be
         # read ends the job here, on every host, before a cluster is half made.
         os.environ.update(read_secrets(os.environ))

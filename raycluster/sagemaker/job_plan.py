@@ -39,9 +39,10 @@ def trains(settings: EntrySettings) -> bool:
     return settings.job == EntrySettings.job
 
 
-def job_flags(topology: Topology, settings: EntrySettings, flags: list[str]) -> list[str]:
+def job_flags(topology: Topology, settings: EntrySettings, flags: list[str], environment_s: float = 0.0) -> list[str]:
     """The job's flags: for the training job, defaults from the topology first and the hyperparameters
-    after them (last wins); another job script gets the hyperparameters alone."""
+    after them (last wins); another job script gets the hyperparameters alone. ``environment_s``: what making the
+    job's environment took this host, for the ledger."""
     if not trains(settings):
         return flags
     check_checkpoints_kept(flags, topology.base)
@@ -60,6 +61,7 @@ def job_flags(topology: Topology, settings: EntrySettings, flags: list[str]) -> 
         f"--cluster.curves_port={CURVES_PORT}",
         # The ledger counts the job's start from the container's, SageMaker's driver and its install included.
         f"--cluster.started_at={process_started(1):.3f}",
+        f"--cluster.environment_s={environment_s:.2f}",
     ]
     if not use_gpu:
         defaults.append("--policy.device=cpu")

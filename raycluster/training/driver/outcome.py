@@ -57,7 +57,9 @@ def summarize(
 
 def kept_ledger(cluster: ClusterConfig, output_dir: Path, started: float, times: Timeline, steps: list) -> dict | None:
     """This start added to the job's ledger, kept beside the checkpoints."""
-    entry = start_entry(cluster.started_at or started, started, times.phases, times.recoveries, steps)
+    entry = start_entry(
+        cluster.started_at or started, started, times.phases, times.recoveries, steps, cluster.environment_s
+    )
     scratch = Path(cluster.staging_dir) if cluster.staging_dir else None
     return keep_start(ledger_path(cluster.checkpoint_dir, output_dir), entry, scratch)
 
