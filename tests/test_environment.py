@@ -12,6 +12,7 @@ from pathlib import Path
 import boto3
 import pytest
 
+from conftest import REPO
 from raycluster.environment.prepare import MARKER, EnvironmentSettings, activate, prepare_environment
 from wheels import make_wheel
 
@@ -100,6 +101,20 @@ def test_an_environment_that_does_not_import_is_never_used_or_stored(tmp_path, j
     with pytest.raises(RuntimeError, match="does not import: ImportError: built for another image"):
         prepare_environment(settings, subprocess.run)
     assert boto3.client("s3").list_objects_v2(Bucket="ckpts", Prefix="broken/").get("KeyCount", 0) == 0
+
+
+def test_what_runs_before_the_environment_needs_nothing_but_the_standard_library():
+    """The entry point imports these before the job's packages exist on a fresh host (boto3 only when S3 is
+    reached, and the image has it): with no site-packages at all, they import."""
+    modules = ["raycluster.environment.host", "raycluster.layout", "raycluster.sagemaker.failure",
+               "raycluster.sagemaker.stop_clock"]  # fmt: skip
+    code = "import importlib, sys; sys.path.insert(0, sys.argv[1]); [importlib.import_module(m) for m in sys.argv[2:]]"
+    done = subprocess.run([sys.executable, "-S", "-I", "-c", code, str(REPO), *modules], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    with open(REPO / "entry" / "__main__.py") as f:  # and the entry point imports nothing else before them
+        before = f.read().split("prepare_this_host(")[0]
+    imported = {line.split()[1] for line in before.splitlines() if line.startswith(("import ", "from "))}
+    assert imported <= {"logging", "os", "signal", "sys", "time", *modules}, imported
 
 
 def test_the_environment_comes_first_for_this_process_and_its_children(tmp_path, job):

@@ -70,7 +70,7 @@ def prepare_environment(settings: EnvironmentSettings, run: Callable[..., subpro
     overlay = made(settings, run)
     for other in settings.root.iterdir():
         if other != overlay:
-            shutil.rmtree(other, ignore_errors=True)
+            other.unlink() if other.is_file() else shutil.rmtree(other, ignore_errors=True)
     return overlay
 
 
@@ -82,7 +82,7 @@ def made(settings: EnvironmentSettings, run: Callable[..., subprocess.CompletedP
         log.info("environment %s: kept on this host (%s), nothing installed", key[:12], overlay)
         return overlay
     shutil.rmtree(overlay, ignore_errors=True)
-    archives = S3Archives(settings.cache_s3) if settings.cache_s3 else None
+    archives = s3_archives(settings.cache_s3, key)
     if archives is not None and restored(archives, key, overlay, settings):
         return overlay
     started = time.monotonic()
@@ -98,6 +98,17 @@ def made(settings: EnvironmentSettings, run: Callable[..., subprocess.CompletedP
     if archives is not None and settings.stores:
         store(archives, key, overlay)
     return overlay
+
+
+def s3_archives(uri: str | None, key: str) -> S3Archives | None:
+    """The archives in ``uri``; None without one, or without boto3 (an image that lacks it: said, and installed)."""
+    if not uri:
+        return None
+    try:
+        return S3Archives(uri)
+    except ImportError as exc:
+        log.warning("environment %s: %s cannot be reached (%s); installing", key[:12], uri, exc)
+        return None
 
 
 def restored(archives: S3Archives, key: str, overlay: Path, settings: EnvironmentSettings) -> bool:
