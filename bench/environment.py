@@ -73,10 +73,11 @@ def staged(at: Path) -> Path:
     return at / "requirements.txt"
 
 
-def timed(cmd: list[str], env: dict) -> float:
+def timed(cmd: list[str], env: dict) -> tuple[float, str]:
+    """Seconds ``cmd`` took, and what it printed."""
     started = time.monotonic()
-    subprocess.run(cmd, check=True, env=env)
-    return time.monotonic() - started
+    done = subprocess.run(cmd, check=True, env=env, stdout=subprocess.PIPE, text=True)
+    return time.monotonic() - started, done.stdout
 
 
 def run(bench) -> None:
@@ -89,10 +90,9 @@ def run(bench) -> None:
     by_pip = work / "by-pip"
     install = "import sys; from pathlib import Path; from raycluster.environment.install import install; "
     install += "import subprocess; print('\\n'.join(install(Path(sys.argv[1]), Path(sys.argv[2]), subprocess.run)))"
-    pip_s = timed([str(python), "-c", install, str(wanted), str(by_pip)], env)
-    lacking = subprocess.run([str(python), "-m", "pip", "list", "--path", str(by_pip), "--format=freeze"],
-                             env=env, capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
-    uv_s = timed([str(BIN / "uv"), "pip", "install", "--python", str(python), "--no-cache", "--no-deps", "--target",
+    pip_s, printed = timed([str(python), "-c", install, str(wanted), str(by_pip)], env)
+    lacking = printed.split()  # what pip installed, name==version: uv installs the very same set
+    uv_s, _ = timed([str(BIN / "uv"), "pip", "install", "--python", str(python), "--no-cache", "--no-deps", "--target",
                   str(work / "by-uv"), *lacking], env)  # fmt: skip
     archive = work / "environment.tar"
     started = time.monotonic()

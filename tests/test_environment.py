@@ -101,6 +101,7 @@ def test_an_environment_that_does_not_import_is_never_used_or_stored(tmp_path, j
     with pytest.raises(RuntimeError, match="does not import: ImportError: built for another image"):
         prepare_environment(settings, subprocess.run)
     assert boto3.client("s3").list_objects_v2(Bucket="ckpts", Prefix="broken/").get("KeyCount", 0) == 0
+    assert not list((tmp_path / "algo-1").iterdir())  # nor kept on the host, for the next start to take as whole
 
 
 def test_what_runs_before_the_environment_needs_nothing_but_the_standard_library():

@@ -12,18 +12,12 @@ import sys
 from pathlib import Path
 
 
-def image_packages(overlay: Path | None = None) -> list[str]:
-    """``name==version`` of every distribution the image holds (none from ``overlay``, the environment itself)."""
-    found = set()
-    for dist in importlib.metadata.distributions():
-        where = Path(str(dist.locate_file(""))).resolve()
-        if overlay is not None and (where == overlay.resolve() or overlay.resolve() in where.parents):
-            continue
-        found.add(f"{dist.metadata['Name']}=={dist.version}")
-    return sorted(found)
+def image_packages() -> list[str]:
+    """``name==version`` of every distribution the image holds (read before the environment is on the path)."""
+    return sorted({f"{dist.metadata['Name']}=={dist.version}" for dist in importlib.metadata.distributions()})
 
 
-def environment_key(requirements: Path, overlay: Path | None = None) -> str:
+def environment_key(requirements: Path) -> str:
     """The key of the environment ``requirements`` (and the files it names with ``-c``/``-r``) makes here."""
     named = [requirements]
     for line in requirements.read_text().splitlines():
@@ -32,7 +26,7 @@ def environment_key(requirements: Path, overlay: Path | None = None) -> str:
             named.append(requirements.parent / path)
     decided = {
         "files": {p.name: p.read_text() for p in named},
-        "image": image_packages(overlay),
+        "image": image_packages(),
         "python": sys.version,
         "machine": platform.machine(),
     }

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from raycluster.environment.archive import S3Archives, pack, unpack
-from raycluster.environment.install import install, without
+from raycluster.environment.install import install
 from raycluster.environment.key import environment_key
 
 log = logging.getLogger(__name__)
@@ -50,10 +50,7 @@ def imports(overlay: Path, modules: tuple[str, ...], run: Callable[..., subproce
     """Why the environment pip just installed in ``overlay`` is none (None: ``modules`` import from it). Checked
     once, where it is made: a restored one is that very environment (its archive's SHA-256, its key), and a kept
     one became complete by a rename, so neither pays for the imports again."""
-    if not json.loads((overlay / MARKER).read_text())["installed"]:
-        return None  # the image had it all: nothing of its own to import
-    env = without(dict(os.environ), overlay)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(overlay), env.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(overlay), os.environ.get("PYTHONPATH")]))}
     code = "import importlib, sys\nfor m in sys.argv[1:]: importlib.import_module(m)"
     try:
         done = run([sys.executable, "-c", code, *modules], env=env, timeout=CHECK_S, capture_output=True, text=True)
@@ -89,11 +86,14 @@ def made(settings: EnvironmentSettings, run: Callable[..., subprocess.CompletedP
     making = overlay.with_name(f".{key}.installing")
     shutil.rmtree(making, ignore_errors=True)
     added = install(settings.requirements, making, run)
+    # Checked before it takes its place (nothing of its own to import when the image had it all): one that does
+    # not import is never kept for the next start.
+    why = imports(making, settings.check, run) if added else None
+    if why is not None:
+        shutil.rmtree(making, ignore_errors=True)
+        raise RuntimeError(f"the environment pip installed from {settings.requirements.name} {why}")
     (making / MARKER).write_text(json.dumps({"key": key, "installed": added}, indent=1))
     making.rename(overlay)
-    why = imports(overlay, settings.check, run)
-    if why is not None:
-        raise RuntimeError(f"the environment pip installed from {settings.requirements.name} {why}")
     log.info("environment %s: %d packages installed in %.1fs", key[:12], len(added), time.monotonic() - started)
     if archives is not None and settings.stores:
         store(archives, key, overlay)

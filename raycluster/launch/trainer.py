@@ -44,10 +44,9 @@ def stage_source(spec: LaunchSpec, into: Path) -> Path:
         (into / folder).mkdir(exist_ok=True)
         shutil.copy2(given, into / folder / Path(given).name)
     (into / "constraints.txt").write_text("\n".join(constraints(spec.framework_version)) + "\n")
-    env_type = spec.hyperparameters.get("env__type")  # the job's own flags, or what a ModelTrainer would send
     # With --wheelhouse, the hosts' pip looks in the wheelhouse channel and at no index.
-    lines = [*(host_requirement_lines() if spec.wheelhouse is not None else []), "-c constraints.txt"]
-    (into / "requirements.txt").write_text("\n".join(lines + requirements(env_type)) + "\n")
+    hosts_look = host_requirement_lines() if spec.wheelhouse is not None else []
+    (into / "requirements.txt").write_text("\n".join(hosts_look + job_requirements(spec)) + "\n")
     # One Ray auth token for every host of this job: it travels with the code (readable by whoever can
     # read the job's code in S3, and by the job's role), never in hyperparameters or environment, which
     # DescribeTrainingJob shows.
@@ -166,12 +165,18 @@ def stage(spec: LaunchSpec, into: Path) -> Staged:
     return Staged(json.loads(json.dumps(request, default=str)), source, drivers)
 
 
+def job_requirements(spec: LaunchSpec) -> list[str]:
+    """The job's requirements, its constraints beside them (``constraints.txt``)."""
+    env_type = spec.hyperparameters.get("env__type")  # the job's own flags, or what a ModelTrainer would send
+    return ["-c constraints.txt", *requirements(env_type)]
+
+
 def collect_wheels(spec: LaunchSpec, source: Path, tmp: Path) -> Path:
-    """``--wheelhouse``: the job's requirements (as the code channel states them, less the hosts' own lines)
-    resolved and downloaded here; the channel's directory, holding exactly the resolved wheels."""
-    hosts_only, wanted = set(host_requirement_lines()), tmp / "requirements-resolved-here.txt"
-    lines = [line for line in (source / "requirements.txt").read_text().splitlines() if line not in hosts_only]
-    wanted.write_text("\n".join(lines).replace("-c constraints.txt", f"-c {source / 'constraints.txt'}") + "\n")
+    """``--wheelhouse``: the job's requirements resolved and downloaded here (where this machine's pip looks,
+    not the hosts' channel); the channel's directory, holding exactly the resolved wheels."""
+    shutil.copy2(source / "constraints.txt", tmp / "constraints.txt")  # the hosts' own, beside what names them
+    wanted = tmp / "requirements.txt"
+    wanted.write_text("\n".join(job_requirements(spec)) + "\n")
     python = f"{spec.py_version[2]}.{spec.py_version[3:]}"  # py312: 3.12
     names = resolve_wheelhouse(wanted, Path(spec.wheelhouse or DEFAULT_DIR), tmp / WHEELHOUSE_CHANNEL, python)
     log.info("the wheelhouse channel holds %d wheels resolved for the hosts", len(names))

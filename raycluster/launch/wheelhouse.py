@@ -2,7 +2,7 @@
 this machine for the hosts' platform (manylinux x86_64, the image's Python), downloaded as wheels into a
 directory kept here (a second launch downloads only what changed), and the exact set uploaded as the
 ``wheelhouse`` channel, which SageMaker copies onto every host before the container starts. The hosts'
-``requirements.txt`` then names that channel and no index, so SageMaker's driver installs from it alone.
+``requirements.txt`` then names that channel and no index, so each host's entry point installs from it alone.
 
 pip does the work twice, both times as it is: a dry run resolves the whole set for the hosts' platform (its
 ``--report``), and ``pip download --no-deps`` fetches each resolved wheel but those the image provides (torch and
@@ -10,17 +10,17 @@ its CUDA libraries: the DLC's build stays, as without ``--wheelhouse``)."""
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
-import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
+from raycluster.environment.install import PipFailed, pip, resolved
 from raycluster.errors import UsageError
 
 CHANNEL = "wheelhouse"
@@ -34,8 +34,6 @@ PLATFORMS = [f"manylinux_2_{minor}_x86_64" for minor in range(35, 4, -1)] + [
 """What the DLCs' hosts run (Ubuntu 22.04, glibc 2.35, x86_64): every manylinux tag up to it."""
 IMAGE_PROVIDES = re.compile(r"^(torch|torchvision|torchaudio|triton|pytorch-triton|nvidia-.*)$")
 """Packages the image already holds, built for its CUDA: never downloaded, never shipped."""
-RESOLVE_S = 1800.0
-"""The longest a resolution or a download may take (1.3 GB from the index on a slow line)."""
 NO_WHEEL = re.compile(r"No matching distribution found for (\S+)")
 
 
@@ -62,19 +60,13 @@ def resolve_wheelhouse(
     Returns their file names. Raises ``UsageError`` naming a package that has no wheel for the hosts' platform.
     ``index_args``: where pip looks (none: this machine's pip configuration)."""
     collected.mkdir(parents=True, exist_ok=True)
-    looks = [*index_args, "--find-links", str(collected)]
-    report = collected / ".resolution.json"
-    pip([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet", "--report",
-         str(report), *pip_platform_args(python_version), *looks, "-r", str(requirements)], run)  # fmt: skip
-    resolved = {
-        canonicalize_name(item["metadata"]["name"]): item["metadata"]["version"]
-        for item in json.loads(report.read_text())["install"]
-    }
-    report.unlink()
-    shipped = {name: version for name, version in resolved.items() if not IMAGE_PROVIDES.match(name)}
-    pinned = [f"{name}=={version}" for name, version in sorted(shipped.items())]
-    pip([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(collected),
-         *pip_platform_args(python_version), *looks, *pinned], run)  # fmt: skip
+    looks = [*index_args, "--find-links", str(collected), *pip_platform_args(python_version)]
+    with one_line(python_version):
+        found = resolved(["--ignore-installed", *looks, "-r", str(requirements)], collected / ".report.json", run)
+        every = {canonicalize_name(name): version for name, version in found.items()}
+        shipped = {name: version for name, version in every.items() if not IMAGE_PROVIDES.match(name)}
+        pinned = [f"{name}=={version}" for name, version in sorted(shipped.items())]
+        pip(["download", "--no-deps", "--quiet", "-d", str(collected), *looks, *pinned], "downloading", run)
     channel.mkdir(parents=True, exist_ok=True)
     names = []
     for wheel in sorted(collected.glob("*.whl")):
@@ -88,21 +80,17 @@ def resolve_wheelhouse(
     return names
 
 
-def pip(command: list[str], run: Callable[..., subprocess.CompletedProcess]) -> None:
-    """One pip run, bounded; its failure as one line naming what is missing for the hosts, or pip's own last
-    error line."""
+@contextmanager
+def one_line(python_version: str) -> Iterator[None]:
+    """pip's failure as ``UsageError``: the package with no wheel for the hosts, named, or pip's last error line."""
     try:
-        done = run(command, timeout=RESOLVE_S, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    except subprocess.TimeoutExpired:
-        raise UsageError(f"--wheelhouse: pip did not finish within {RESOLVE_S:.0f}s") from None
-    if done.returncode == 0:
-        return
-    missing = NO_WHEEL.search(done.stderr)
-    if missing:
-        raise UsageError(
-            f"--wheelhouse: {missing.group(1)} has no wheel for the hosts (manylinux x86_64, CPython "
-            f"{command[command.index('--python-version') + 1]}) where pip looked; build one (pip wheel) into the "
-            "wheelhouse directory and launch again"
-        )
-    errors = [line for line in done.stderr.splitlines() if line.startswith("ERROR")] or done.stderr.splitlines()
-    raise UsageError(f"--wheelhouse: pip failed: {errors[-1] if errors else f'exit code {done.returncode}'}")
+        yield
+    except PipFailed as exc:
+        missing = NO_WHEEL.search(exc.stderr)
+        if missing:
+            raise UsageError(
+                f"--wheelhouse: {missing.group(1)} has no wheel for the hosts (manylinux x86_64, CPython "
+                f"{python_version}) where pip looked; build one (pip wheel) into the wheelhouse directory and "
+                "launch again"
+            ) from None
+        raise UsageError(f"--wheelhouse: pip failed: {exc}") from None
