@@ -21,8 +21,9 @@ Each part is a module of its own (``bench/<part>.py``), run by its ``--only`` na
    (``bench/sharded_checkpoints.py``; needs root, as the simulated hosts do), and the commit protocol at 64 hosts
    in the deterministic simulation: saves committed when some or all hosts stage slower than the save interval.
 7. hashes: the pace of each checksum a checkpoint's record may name, on one core (``bench/hashes.py``).
-8. environment: the job's real requirements over a Python that holds torch, installed from the index by pip and
-   by uv, and restored from the archive raycluster keeps (``bench/environment.py``; needs the package index).
+8. environment: the job's real requirements over a Python that holds torch, installed from the index by pip (as
+   SageMaker's driver would) and as raycluster's hosts install it (uv), and restored from the archive raycluster
+   keeps (``bench/environment.py``; needs the package index).
 
 What the parts share (the work directory, the environment, how a run is timed) is ``bench/harness.py``; the
 table is printed by ``bench/table.py``.

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import REPO
 from raycluster.environment.prepare import MARKER, EnvironmentSettings, activate, prepare_environment
-from wheels import make_wheel
+from wheels import make_wheel, repack_installed
 
 CHECK = ("standin_app", "standin_lib")
 
@@ -52,6 +52,7 @@ def test_installed_once_then_restored_with_no_index_refused_when_altered_and_new
     cache = "s3://ckpts/env-cache"
     first = prepare_environment(host(tmp_path, "algo-1", code, cache_s3=cache, stores=True), subprocess.run)
     assert json.loads((first / MARKER).read_text())["installed"] == ["standin-app==1.0", "standin-lib==1.0"]
+    assert installer(first, "standin_lib-1.0") == "uv"  # the image's uv installed what pip resolved
     assert version_of(first, "standin_lib") == "1.0"
     [stored] = boto3.client("s3").list_objects_v2(Bucket="ckpts", Prefix="env-cache/")["Contents"]
     assert stored["Key"] == f"env-cache/{first.name}.tar"
@@ -102,6 +103,45 @@ def test_an_environment_that_does_not_import_is_never_used_or_stored(tmp_path, j
         prepare_environment(settings, subprocess.run)
     assert boto3.client("s3").list_objects_v2(Bucket="ckpts", Prefix="broken/").get("KeyCount", 0) == 0
     assert not list((tmp_path / "algo-1").iterdir())  # nor kept on the host, for the next start to take as whole
+
+
+def installer(overlay: Path, dist: str) -> str:
+    return (overlay / f"{dist}.dist-info" / "INSTALLER").read_text().strip()
+
+
+def test_an_image_without_uv_installs_uv_alone_with_pip_and_uv_installs_the_rest(tmp_path, job):
+    """As a DLC's host does: uv is one of the job's packages (raycluster's ``hosts`` extra), not the image's."""
+    code, index = job
+    repack_installed(index, "uv")  # the real uv, as a wheel in the local index
+    (code / "requirements.txt").write_text((code / "requirements.txt").read_text() + "uv\n")
+    image = tmp_path / "image"  # a Python with pip and nothing else: no uv
+    subprocess.run([sys.executable, "-m", "venv", str(image)], check=True)
+    run = "import subprocess, sys; from pathlib import Path; from raycluster.environment.install import install; "
+    run += "print(install(Path(sys.argv[1]), Path(sys.argv[2]), subprocess.run))"
+    overlay = tmp_path / "overlay"
+    done = subprocess.run([str(image / "bin" / "python"), "-c", run, str(code / "requirements.txt"), str(overlay)],
+                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert installer(overlay, "uv-0.13.9") == "pip" and (overlay / "bin" / "uv").is_file()
+    assert installer(overlay, "standin_app-1.0") == installer(overlay, "standin_lib-1.0") == "uv"
+    assert version_of(overlay, "standin_lib") == "1.0"
+
+
+def test_a_uv_that_fails_is_said_and_pip_installs_the_set_from_the_start(tmp_path, job, caplog):
+    code, _ = job
+
+    def uv_fails(command, **kwargs):  # uv refused at the index (a token pip has and uv does not, say)
+        if "uv" in command[:3]:
+            return subprocess.CompletedProcess(command, 2, "", "error: Failed to fetch https://me:s3cret@index/x.whl\n")
+        return subprocess.run(command, **kwargs)
+
+    overlay = prepare_environment(host(tmp_path, "algo-1", code), uv_fails)
+    assert installer(overlay, "standin_app-1.0") == installer(overlay, "standin_lib-1.0") == "pip"
+    assert (
+        "uv could not install the job's packages (installing: error: Failed to fetch https://***@index" in caplog.text
+    )
+    assert "s3cret" not in caplog.text  # an index's token in uv's words is never logged
+    assert version_of(overlay, "standin_lib") == "1.0"
 
 
 def test_what_runs_before_the_environment_needs_nothing_but_the_standard_library():

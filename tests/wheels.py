@@ -1,5 +1,6 @@
 """Hand-made wheels: a local index that stands in for PyPI in tests (this machine reaches no index there)."""
 
+import importlib.metadata
 import zipfile
 from pathlib import Path
 
@@ -16,4 +17,23 @@ def make_wheel(index: Path, name: str, version: str, requires=(), tag: str = "py
         zf.writestr(f"{dist}.dist-info/WHEEL", f"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: {tag}\n")
         zf.writestr(f"{name.replace('-', '_')}/__init__.py", f"VERSION = {version!r}\n{body}")
         zf.writestr(f"{dist}.dist-info/RECORD", "")
+    return wheel
+
+
+def repack_installed(index: Path, name: str, tag: str = "py3-none-linux_x86_64") -> Path:
+    """The wheel an installed distribution came from, made again from its installed files (its scripts, such as
+    uv's binary, as the wheel's ``.data/scripts``): a real package for a local index, with no download."""
+    dist = importlib.metadata.distribution(name)
+    stem = f"{name.replace('-', '_')}-{dist.version}"
+    wheel = index / f"{stem}-{tag}.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
+        for file in dist.files or []:
+            parts = file.parts
+            if parts[-1] in ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json") or "__pycache__" in parts:
+                continue
+            if parts[0] == "..":  # installed outside site-packages: a script in the environment's bin
+                zf.write(file.locate(), f"{stem}.data/scripts/{parts[-1]}")
+            else:
+                zf.write(file.locate(), file.as_posix())
+        zf.writestr(f"{stem}.dist-info/RECORD", "")
     return wheel

@@ -16,7 +16,8 @@ PACKAGE = "raycluster"
 TORCHCODEC = {"2.8": ">=0.6,<0.8", "2.9": ">=0.8,<0.10", "2.10": ">=0.10,<0.11", "2.11": ">=0.11,<0.12"}
 # The PyTorch training DLCs whose Python lerobot (>=3.12) can run on: py312 from 2.8 on.
 DLC_PYTHON = "py312"
-CONTAINER_EXTRA = "curves"
+CONTAINER_EXTRAS = ("curves", "hosts")
+"""What every job's hosts install: its curves' store, and uv (what the hosts install the job's packages with)."""
 ENV_EXTRAS = ("pusht",)
 """Simulations raycluster's extras install for a job that rolls out in one (``--env.type``)."""
 
@@ -35,11 +36,11 @@ def torch_release(version: str) -> str:
 
 
 def requirements(env_type: str | None = None) -> list[str]:
-    """raycluster's runtime dependencies as its metadata declares them, with the curves extra (every job
-    records its curves) and the extra of the job's ``--env.type`` when raycluster has one (``pusht``: its
+    """raycluster's runtime dependencies as its metadata declares them, with the extras every job's hosts use
+    (its curves; uv, which installs the rest) and the extra of the job's ``--env.type`` when raycluster has one (``pusht``: its
     rollouts), less torch (the DLC's)."""
     required = importlib.metadata.requires(PACKAGE) or []
-    extras = [CONTAINER_EXTRA, *([env_type] if env_type in ENV_EXTRAS else [])]
+    extras = [*CONTAINER_EXTRAS, *([env_type] if env_type in ENV_EXTRAS else [])]
     kept = []
     for line in required:
         requirement = Requirement(line)

@@ -63,7 +63,7 @@ def resolve_wheelhouse(
     looks = [*index_args, "--find-links", str(collected), *pip_platform_args(python_version)]
     with one_line(python_version):
         found = resolved(["--ignore-installed", *looks, "-r", str(requirements)], collected / ".report.json", run)
-        every = {canonicalize_name(name): version for name, version in found.items()}
+        every = {canonicalize_name(r.name): r.version for r in found}
         shipped = {name: version for name, version in every.items() if not IMAGE_PROVIDES.match(name)}
         pinned = [f"{name}=={version}" for name, version in sorted(shipped.items())]
         pip(["download", "--no-deps", "--quiet", "-d", str(collected), *looks, *pinned], "downloading", run)
