@@ -18,8 +18,9 @@ wall time by construction:
   to its return; the publishing that follows runs beside training and costs it nothing; the save after the last step
   is the teardown's);
 - ``recovery``: from each failure Ray Train saw to the restarted group's first step;
-- ``teardown``: the last step to the summary: the final checkpoint and model, the evaluations still running,
-  Ray's shutdown.
+- ``evaluation``: the evaluations still running when training returned, waited for (those that ran beside
+  training cost it no wall time: they are in ``training``);
+- ``teardown``: the rest of the last step to the summary: the final checkpoint and model, Ray's shutdown.
 """
 
 from __future__ import annotations
@@ -37,7 +38,16 @@ import psutil
 log = logging.getLogger(__name__)
 
 LEDGER_NAME = "raycluster_ledger.json"
-PARTS = ("environment", "before_command", "start_up", "training", "checkpoints", "recovery", "teardown")
+PARTS = (
+    "environment",
+    "before_command",
+    "start_up",
+    "training",
+    "checkpoints",
+    "recovery",
+    "evaluation",
+    "teardown",
+)
 
 
 @dataclass(frozen=True)
@@ -106,6 +116,8 @@ def start_entry(
         if "failure_seen" in r and "first_resumed_step" in r
     )
     checkpoints = min(sum(a.checkpoints_s for a in attempts), last - first - recovery)
+    waited = phases.get("evaluations_done", 0.0) - phases.get("training_returned", 0.0)
+    evaluation = min(max(0.0, waited), end - last)
     parts = {
         "environment": environment,
         "before_command": before - environment,
@@ -113,7 +125,8 @@ def start_entry(
         "training": last - first - recovery - checkpoints,
         "checkpoints": checkpoints,
         "recovery": recovery,
-        "teardown": end - last,
+        "evaluation": evaluation,
+        "teardown": end - last - evaluation,
     }
     trained = sum(max(0, a.reached - a.resumed_from) for a in attempts)
     return StartEntry(

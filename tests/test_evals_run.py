@@ -138,3 +138,15 @@ def test_the_held_out_loss_is_lerobots_own_at_one_rank(one_worker_run):
             assert f"{ours['eval_loss']:.4f}" == f"{loss:.4f}" and ours["eval_frames"] == 60
     finally:
         torch.set_num_threads(threads)
+
+
+def test_the_ledger_counts_the_wait_for_the_evaluations_still_running_when_training_returned(evaluated_run):
+    work, result = evaluated_run
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    summary = read_summary(work / "run")
+    [start] = summary["ledger"]["starts"]
+    phases = summary["phases"]
+    # Checkpoint 8 is published as training ends: its evaluation (two rollouts) runs after fit() returned.
+    waited = phases["evaluations_done"] - phases["training_returned"]
+    assert waited > 0 and start["parts"]["evaluation"] == pytest.approx(waited, abs=0.02), (start, phases)
+    assert sum(start["parts"].values()) == pytest.approx(start["wall_s"], rel=0.02), start

@@ -20,6 +20,8 @@ from raycluster.ledger import (
 
 # A start as the summary's timeline has it, in seconds since the command started.
 PHASES = {"flags_checked": 7.0, "cluster_ready": 11.0, "first_step": 40.0, "last_step": 140.0, "summary_written": 150.0}
+# Training returned 2 s after the last step, and the evaluations still running then took 5 s more.
+PHASES |= {"training_returned": 142.0, "evaluations_done": 147.0}
 
 
 def test_a_starts_parts_follow_one_another_and_add_up_to_its_wall_time():
@@ -36,7 +38,8 @@ def test_a_starts_parts_follow_one_another_and_add_up_to_its_wall_time():
         "training": 58.0,
         "checkpoints": 12.0,
         "recovery": 30.0,
-        "teardown": 10.0,
+        "evaluation": 5.0,
+        "teardown": 5.0,
     }
     assert sum(entry.parts.values()) == entry.wall_s == 170.0
     # The first group trained 1-70; the second resumed from checkpoint 60 and trained 61-150: 61-70 twice.
@@ -47,7 +50,7 @@ def test_a_start_stopped_before_its_first_step_is_start_up_and_teardown_alone():
     entry = start_entry(1000.0, 1000.0, {"cluster_ready": 9.0, "summary_written": 25.0}, [], [])
     assert entry.parts == {
         "environment": 0.0, "before_command": 0.0, "start_up": 25.0, "training": 0.0, "checkpoints": 0.0,
-        "recovery": 0.0, "teardown": 0.0,
+        "recovery": 0.0, "evaluation": 0.0, "teardown": 0.0,
     }  # fmt: skip
     assert entry.wall_s == 25.0 and entry.steps_trained == 0
 
@@ -103,7 +106,7 @@ def test_a_first_group_that_failed_before_its_first_step_leaves_the_training_to_
     # The failure came before the training began: its recovery is start-up, and the training is the second group's.
     assert entry.parts == {
         "environment": 0.0, "before_command": 0.0, "start_up": 60.0, "training": 80.0, "checkpoints": 0.0,
-        "recovery": 0.0, "teardown": 10.0,
+        "recovery": 0.0, "evaluation": 0.0, "teardown": 10.0,
     }  # fmt: skip
     assert (entry.steps_trained, entry.steps_redone) == (100, 0)
 

@@ -21,6 +21,7 @@ def test_a_run_with_one_restart_files_each_phase_under_its_attempt():
         Phase("last_step", 120, 2, step=30),
         Phase("final_checkpoint_published", 121, 2),
         Phase("training_returned", 122, 0),
+        Phase("evaluations_done", 122.5, 0),
         Phase("summary_written", 123, 0),
     ]
     times = timeline(recorded, started=100)

@@ -31,6 +31,7 @@ START_UP = (
     "last_step",
     "final_checkpoint_published",  # the run's checkpoints published by the keeper
     "training_returned",  # Ray Train's fit() returned on the driver
+    "evaluations_done",  # the evaluations still running when training returned, waited for
     "summary_written",  # Ray shut down (or left), the summary written: the command ends
 )
 RECOVERY = ("failure_seen", "worker_group_ready", "checkpoint_in_place", "lerobot_set_up", "first_resumed_step")

@@ -43,13 +43,18 @@ def keepers_for_run(cluster: ClusterConfig, plan: EvalPlan | None, staging: str,
     return RunKeepers(checkpoints, part_stores, evals_for_run(plan, checkpoints, curves, faults=faults))
 
 
-def evaluated(
-    keepers: RunKeepers, cluster: ClusterConfig, stopped: bool, staging: str, faults: Faults = NO_FAULTS
+def evaluated(keepers: RunKeepers, cluster: ClusterConfig, stopped: bool) -> dict:
+    """Every evaluation's outcome once the workers are done (the ones still running waited for, within
+    ``--cluster.eval_timeout_s``; after a stop, none)."""
+    return finish_evals(keepers.evals, stopped, cluster.eval_timeout_s)
+
+
+def publish_model(
+    outcome: dict, keepers: RunKeepers, cluster: ClusterConfig, stopped: bool, staging: str, faults: Faults = NO_FAULTS
 ) -> dict:
-    """Every evaluation's outcome once the workers are done; after a normal end, the model in
-    ``--cluster.model_dir`` is the best checkpoint's policy, or the newest committed one's (after a stop, none
-    is exported: a stop waits for nothing). Exports are assembled in ``staging``."""
-    outcome = finish_evals(keepers.evals, stopped, cluster.eval_timeout_s)
+    """After a normal end, the model in ``--cluster.model_dir`` is the best checkpoint's policy, or the newest
+    committed one's (after a stop, none is exported: a stop waits for nothing); ``outcome`` with the best's export.
+    Exports are assembled in ``staging``."""
     if stopped or not cluster.model_dir:
         return outcome
     local, best = local_part_store(keepers.part_stores), outcome["best"]

@@ -33,7 +33,7 @@ from raycluster.lerobot.api import (
 from raycluster.lerobot.dataset import check_dataset_root
 from raycluster.lerobot.lines import installed_line
 from raycluster.training.driver.causes import failure_cause
-from raycluster.training.driver.keepers import RunKeepers, evaluated, keepers_for_run
+from raycluster.training.driver.keepers import RunKeepers, evaluated, keepers_for_run, publish_model
 from raycluster.training.driver.outcome import TrainingFailed, kept_ledger, report, summarize
 from raycluster.training.driver.paths import absolute_paths
 from raycluster.training.driver.ray_train_env import set_ray_train_defaults
@@ -126,12 +126,8 @@ def run_training(
     resuming = bool(cluster.checkpoint_dir) and has_complete_checkpoint(cluster.checkpoint_dir)
     cfg, args, plan = prepare_lerobot_args(cluster, lerobot_args, resuming)
     recorded = [Phase("flags_checked", time.time(), 0)]
-    log.info(
-        "effective batch = batch_size %d x world_size %d x grad_accum 1 = %d samples per step",
-        cfg.batch_size,
-        cluster.num_workers,
-        cfg.batch_size * cluster.num_workers,
-    )
+    log.info("effective batch = batch_size %d x world_size %d x grad_accum 1 = %d samples per step",
+             cfg.batch_size, cluster.num_workers, cfg.batch_size * cluster.num_workers)  # fmt: skip
     # Checkpoints are assembled beside the keepers, on this node: in a directory of this run's unless given.
     with ray_cluster(cluster.address), staging_dir(cluster.staging_dir) as staging:
         recorded.append(Phase("cluster_ready", time.time(), 0))
@@ -151,7 +147,10 @@ def run_training(
         try:
             result: WorkerResult = fit_listening(trainer, stop).return_value
             recorded += [Phase("training_returned", time.time(), 0), *ray.get(journal.phases.remote(), timeout=60)]
-            evals = evaluated(keepers, cluster, result.interrupted_at is not None, staging, faults)
+            stopped = result.interrupted_at is not None
+            evals = evaluated(keepers, cluster, stopped)
+            recorded.append(Phase("evaluations_done", time.time(), 0))
+            evals = publish_model(evals, keepers, cluster, stopped, staging, faults)
             mark_phases(curves, recorded, started)
         except Exception as exc:
             raise TrainingFailed(f"training failed: {failure_cause(exc, journal)}") from exc
