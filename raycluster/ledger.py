@@ -116,7 +116,7 @@ def start_entry(
         if "failure_seen" in r and "first_resumed_step" in r
     )
     checkpoints = min(sum(a.checkpoints_s for a in attempts), last - first - recovery)
-    waited = phases.get("evaluations_done", 0.0) - phases.get("training_returned", 0.0)
+    waited = phases["evaluations_done"] - phases["training_returned"] if "evaluations_done" in phases else 0.0
     evaluation = min(max(0.0, waited), end - last)
     parts = {
         "environment": environment,

@@ -130,8 +130,11 @@ def test_an_image_without_uv_installs_uv_alone_with_pip_and_uv_installs_the_rest
 def test_a_uv_that_fails_is_said_and_pip_installs_the_set_from_the_start(tmp_path, job, caplog):
     code, _ = job
 
-    def uv_fails(command, **kwargs):  # uv refused at the index (a token pip has and uv does not, say)
+    def uv_fails(command, **kwargs):  # uv refused at the index (a token pip has and uv does not, say), midway
         if "uv" in command[:3]:
+            target = Path(command[command.index("--target") + 1])
+            (target / "standin_app").mkdir()
+            (target / "standin_app" / "__init__.py").write_text("raise ImportError('half installed')\n")
             return subprocess.CompletedProcess(command, 2, "", "error: Failed to fetch https://me:s3cret@index/x.whl\n")
         return subprocess.run(command, **kwargs)
 
@@ -141,7 +144,22 @@ def test_a_uv_that_fails_is_said_and_pip_installs_the_set_from_the_start(tmp_pat
         "uv could not install the job's packages (installing: error: Failed to fetch https://***@index" in caplog.text
     )
     assert "s3cret" not in caplog.text  # an index's token in uv's words is never logged
-    assert version_of(overlay, "standin_lib") == "1.0"
+    assert version_of(overlay, "standin_lib") == "1.0" and version_of(overlay, "standin_app") == "1.0"
+
+
+def test_a_wheel_that_changed_after_pip_resolved_it_is_installed_by_neither_installer(tmp_path, job):
+    """pip's report carries each file's SHA-256: uv checks it, and so does pip's install after a uv that failed."""
+    code, index = job
+
+    def changed_after_resolving(command, **kwargs):
+        done = subprocess.run(command, **kwargs)
+        if "--dry-run" in command:  # resolved: now the index serves other bytes under the same name
+            make_wheel(index, "standin-lib", "1.0", body="SWAPPED = True\n")
+        return done
+
+    with pytest.raises(RuntimeError, match="(?i)hash"):
+        prepare_environment(host(tmp_path, "algo-1", code), changed_after_resolving)
+    assert not list((tmp_path / "algo-1").iterdir())  # nothing installed is left for a next start to take
 
 
 def test_what_runs_before_the_environment_needs_nothing_but_the_standard_library():

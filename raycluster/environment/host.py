@@ -15,7 +15,7 @@ CACHE_ENV = "RAYCLUSTER_ENV_CACHE_S3"
 WARM_POOL_ENV = "SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY"
 """SageMaker's persistent cache on a warm pool's hosts: kept from one job to the next on the same instances."""
 CHECKED = ("ray", "lerobot", "accelerate")
-"""What the environment exists for: one pip made that cannot import these is neither used nor kept."""
+"""What the environment exists for: one just installed that cannot import these is neither used nor kept."""
 STORING_HOST = "algo-1"
 """The one host that stores the archive it installed (every host installs alike; one upload is enough)."""
 

@@ -1,11 +1,11 @@
 """The environment installed into a directory of its own (put first on the path of every process of the job)
 rather than into the image: pip's dry run resolves ``requirements.txt`` against the image and reports what it
-lacks, and exactly those distributions are installed with ``--target``, by uv where it can be had (it installs
-the set 5-8 times faster than pip: ``make bench ARGS="--only environment"``), else by pip. The image is never
+lacks, and exactly those distributions are installed with ``--target``, by uv where it can be had (faster than
+pip: ``make bench ARGS="--only environment"`` and docs/benchmarks.md), else by pip. The image is never
 changed, so the directory is the whole difference, and an archive of it is the environment.
 
-pip decides and uv only installs: uv is given the very files pip resolved (their URLs from pip's report), so it
-needs none of pip's index settings (``pip.conf``, ``PIP_INDEX_URL``, a wheelhouse's ``--find-links``), which it
+pip decides and uv only installs: uv is given the very files pip resolved (their URLs and SHA-256 from pip's
+report), so it needs none of pip's index settings (``pip.conf``, ``PIP_INDEX_URL``, a wheelhouse's ``--find-links``), which it
 does not read."""
 
 from __future__ import annotations
@@ -46,6 +46,11 @@ class Resolved:
     version: str
     url: str
     """Where pip found it (credentials redacted by pip's report)."""
+    sha256: str | None = None
+    """Its archive's SHA-256, as the index gave it to pip (None where none was given)."""
+
+    def hashed(self) -> str:
+        return f" --hash=sha256:{self.sha256}" if self.sha256 else ""
 
 
 def bounded(command: list[str], what: str, run: Callable[..., subprocess.CompletedProcess]) -> None:
@@ -55,6 +60,8 @@ def bounded(command: list[str], what: str, run: Callable[..., subprocess.Complet
         done = run(command, timeout=INSTALL_S, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except subprocess.TimeoutExpired:
         raise PipFailed(f"{what}: {tool} did not finish within {INSTALL_S:.0f}s") from None
+    except OSError as exc:  # a uv binary that cannot run here (a noexec mount, another platform's)
+        raise PipFailed(f"{what}: {tool} could not start: {exc}") from None
     if done.returncode != 0:
         lines = done.stderr.splitlines()
         said = [line for line in lines if line.startswith(("ERROR", "error"))] or lines
@@ -73,7 +80,15 @@ def resolved(args: list[str], report: Path, run: Callable[..., subprocess.Comple
         items = json.loads(report.read_text())["install"]
     finally:
         report.unlink()
-    return [Resolved(i["metadata"]["name"], i["metadata"]["version"], i["download_info"]["url"]) for i in items]
+    return [
+        Resolved(
+            i["metadata"]["name"],
+            i["metadata"]["version"],
+            i["download_info"]["url"],
+            i["download_info"].get("archive_info", {}).get("hashes", {}).get("sha256"),
+        )
+        for i in items
+    ]
 
 
 def index_options(requirements: Path) -> list[str]:
@@ -92,9 +107,12 @@ def install(requirements: Path, into: Path, run: Callable[..., subprocess.Comple
              " ".join(where) or "the package index pip is configured with")  # fmt: skip
     lacking = resolved(["-r", str(requirements)], into.parent / f"{into.name}.report.json", run)
     if lacking and not with_uv(lacking, into, run):
-        # The same index options, and the resolved set pinned: nothing is resolved twice.
+        # The same index options, and the resolved set pinned (with the hashes pip saw, when it saw every one: pip
+        # checks all or none): nothing is resolved twice, and no file that changed since is installed.
+        every = all(r.sha256 for r in lacking)
         pinned = into.parent / f"{into.name}.pinned.txt"
-        pinned.write_text("\n".join([*where, *(f"{r.name}=={r.version}" for r in lacking)]) + "\n")
+        lines = [f"{r.name}=={r.version}{r.hashed() if every else ''}" for r in lacking]
+        pinned.write_text("\n".join([*where, *lines]) + "\n")
         try:
             pip(["install", "--quiet", "--no-deps", "--target", str(into), "-r", str(pinned)], "installing", run)
         finally:
@@ -107,9 +125,11 @@ def with_uv(lacking: list[Resolved], into: Path, run: Callable[..., subprocess.C
     fails (said in one line, ``into`` emptied for pip). uv among them is installed first, alone, by pip."""
     ours = [r for r in lacking if r.name.lower() == UV]
     rest = [r for r in lacking if r.name.lower() != UV]
+    pinned = into.parent / f"{into.name}.uv.txt"
     try:
         if ours:
-            pip(["install", "--quiet", "--no-deps", "--target", str(into), ours[0].url], "installing uv", run)
+            wheel = ours[0].url + (f"#sha256={ours[0].sha256}" if ours[0].sha256 else "")
+            pip(["install", "--quiet", "--no-deps", "--target", str(into), wheel], "installing uv", run)
             uv = [str(into / "bin" / UV)]
         elif importlib.util.find_spec(UV) is not None:
             uv = [sys.executable, "-m", UV]
@@ -117,13 +137,17 @@ def with_uv(lacking: list[Resolved], into: Path, run: Callable[..., subprocess.C
             log.info("installing with pip: uv is neither in the image nor among the job's packages")
             return False
         if rest:
-            bounded([*uv, "pip", "install", "--quiet", "--no-deps", "--no-cache", "--python", sys.executable,
-                     "--target", str(into), *(f"{r.name} @ {r.url}" for r in rest)], "installing", run)  # fmt: skip
+            # Bytecode compiled as pip's --target install compiles it: no host pays for it at its first import.
+            pinned.write_text("".join(f"{r.name} @ {r.url}{r.hashed()}\n" for r in rest))
+            bounded([*uv, "pip", "install", "--quiet", "--no-deps", "--no-cache", "--compile-bytecode", "--python",
+                     sys.executable, "--target", str(into), "-r", str(pinned)], "installing", run)  # fmt: skip
     except PipFailed as exc:
         log.warning("uv could not install the job's packages (%s); installing them with pip", redacted(str(exc)))
         shutil.rmtree(into)
         into.mkdir()
         return False
+    finally:
+        pinned.unlink(missing_ok=True)
     return True
 
 

@@ -1,8 +1,9 @@
 """Each host's start: the job's environment restored or installed, before anything else of the job is imported.
 
 In order: the overlay already on this host (a warm pool's persistent cache keeps it from the last job), the
-archive stored under the key (S3), and only then pip. An overlay holds its marker before it is renamed into its
-place, so one found there is whole; one pip made must import the job's modules before it is used or stored. One
+archive stored under the key (S3), and only then an install (``install.py``: pip resolves, uv installs). An
+overlay holds its marker before it is renamed into its place, so one found there is whole; one just installed
+must import the job's modules before it is used or stored. One
 host stores the archive it installed; the others install on their own at the same time, so none waits for
 another longer than its own install takes."""
 
@@ -47,7 +48,7 @@ class EnvironmentSettings:
 
 
 def imports(overlay: Path, modules: tuple[str, ...], run: Callable[..., subprocess.CompletedProcess]) -> str | None:
-    """Why the environment pip just installed in ``overlay`` is none (None: ``modules`` import from it). Checked
+    """Why the environment just installed in ``overlay`` is none (None: ``modules`` import from it). Checked
     once, where it is made: a restored one is that very environment (its archive's SHA-256, its key), and a kept
     one became complete by a rename, so neither pays for the imports again."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(overlay), os.environ.get("PYTHONPATH")]))}
@@ -85,13 +86,16 @@ def made(settings: EnvironmentSettings, run: Callable[..., subprocess.CompletedP
     started = time.monotonic()
     making = overlay.with_name(f".{key}.installing")
     shutil.rmtree(making, ignore_errors=True)
-    added = install(settings.requirements, making, run)
-    # Checked before it takes its place (nothing of its own to import when the image had it all): one that does
-    # not import is never kept for the next start.
-    why = imports(making, settings.check, run) if added else None
-    if why is not None:
+    try:
+        added = install(settings.requirements, making, run)
+        # Checked before it takes its place (nothing of its own to import when the image had it all): one that
+        # does not import is never kept for the next start.
+        why = imports(making, settings.check, run) if added else None
+        if why is not None:
+            raise RuntimeError(f"the environment installed from {settings.requirements.name} {why}")
+    except BaseException:  # nothing half installed is left on the host
         shutil.rmtree(making, ignore_errors=True)
-        raise RuntimeError(f"the environment pip installed from {settings.requirements.name} {why}")
+        raise
     (making / MARKER).write_text(json.dumps({"key": key, "installed": added}, indent=1))
     making.rename(overlay)
     log.info("environment %s: %d packages installed in %.1fs", key[:12], len(added), time.monotonic() - started)

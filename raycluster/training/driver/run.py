@@ -146,10 +146,10 @@ def run_training(
             board[1].start(fitted)
         try:
             result: WorkerResult = fit_listening(trainer, stop).return_value
-            recorded += [Phase("training_returned", time.time(), 0), *ray.get(journal.phases.remote(), timeout=60)]
+            recorded.append(Phase("training_returned", time.time(), 0))
             stopped = result.interrupted_at is not None
             evals = evaluated(keepers, cluster, stopped)
-            recorded.append(Phase("evaluations_done", time.time(), 0))
+            recorded += [Phase("evaluations_done", time.time(), 0), *ray.get(journal.phases.remote(), timeout=60)]
             evals = publish_model(evals, keepers, cluster, stopped, staging, faults)
             mark_phases(curves, recorded, started)
         except Exception as exc:
