@@ -5,8 +5,8 @@ pip: ``make bench ARGS="--only environment"`` and docs/benchmarks.md), else by p
 changed, so the directory is the whole difference, and an archive of it is the environment.
 
 pip decides and uv only installs: uv is given the very files pip resolved (their URLs and SHA-256 from pip's
-report), so it needs none of pip's index settings (``pip.conf``, ``PIP_INDEX_URL``, a wheelhouse's ``--find-links``), which it
-does not read."""
+report), so it needs none of pip's index settings (``pip.conf``, ``PIP_INDEX_URL``, a wheelhouse's
+``--find-links``), which it does not read."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -110,13 +111,9 @@ def install(requirements: Path, into: Path, run: Callable[..., subprocess.Comple
         # The same index options, and the resolved set pinned (with the hashes pip saw, when it saw every one: pip
         # checks all or none): nothing is resolved twice, and no file that changed since is installed.
         every = all(r.sha256 for r in lacking)
-        pinned = into.parent / f"{into.name}.pinned.txt"
-        lines = [f"{r.name}=={r.version}{r.hashed() if every else ''}" for r in lacking]
-        pinned.write_text("\n".join([*where, *lines]) + "\n")
-        try:
+        lines = [*where, *(f"{r.name}=={r.version}{r.hashed() if every else ''}" for r in lacking)]
+        with requirements_file(into.parent / f"{into.name}.pinned.txt", lines) as pinned:
             pip(["install", "--quiet", "--no-deps", "--target", str(into), "-r", str(pinned)], "installing", run)
-        finally:
-            pinned.unlink()
     return [f"{r.name}=={r.version}" for r in lacking]
 
 
@@ -125,7 +122,6 @@ def with_uv(lacking: list[Resolved], into: Path, run: Callable[..., subprocess.C
     fails (said in one line, ``into`` emptied for pip). uv among them is installed first, alone, by pip."""
     ours = [r for r in lacking if r.name.lower() == UV]
     rest = [r for r in lacking if r.name.lower() != UV]
-    pinned = into.parent / f"{into.name}.uv.txt"
     try:
         if ours:
             wheel = ours[0].url + (f"#sha256={ours[0].sha256}" if ours[0].sha256 else "")
@@ -139,17 +135,27 @@ def with_uv(lacking: list[Resolved], into: Path, run: Callable[..., subprocess.C
         if rest:
             # No --compile-bytecode (pip's --target compiles every module): the import check that follows compiles
             # what the job imports, and the archive carries that, in a third of the time.
-            pinned.write_text("".join(f"{r.name} @ {r.url}{r.hashed()}\n" for r in rest))
-            bounded([*uv, "pip", "install", "--quiet", "--no-deps", "--no-cache", "--python", sys.executable,
-                     "--target", str(into), "-r", str(pinned)], "installing", run)  # fmt: skip
+            with requirements_file(
+                into.parent / f"{into.name}.uv.txt", [f"{r.name} @ {r.url}{r.hashed()}" for r in rest]
+            ) as pinned:
+                bounded([*uv, "pip", "install", "--quiet", "--no-deps", "--no-cache", "--python", sys.executable,
+                         "--target", str(into), "-r", str(pinned)], "installing", run)  # fmt: skip
     except PipFailed as exc:
         log.warning("uv could not install the job's packages (%s); installing them with pip", redacted(str(exc)))
         shutil.rmtree(into)
         into.mkdir()
         return False
-    finally:
-        pinned.unlink(missing_ok=True)
     return True
+
+
+@contextmanager
+def requirements_file(path: Path, lines: list[str]) -> Iterator[Path]:
+    """``lines`` as a requirements file at ``path`` for as long as an installer reads it."""
+    path.write_text("".join(f"{line}\n" for line in lines))
+    try:
+        yield path
+    finally:
+        path.unlink(missing_ok=True)
 
 
 def redacted(text: str) -> str:

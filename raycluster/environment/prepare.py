@@ -3,9 +3,8 @@
 In order: the overlay already on this host (a warm pool's persistent cache keeps it from the last job), the
 archive stored under the key (S3), and only then an install (``install.py``: pip resolves, uv installs). An
 overlay holds its marker before it is renamed into its place, so one found there is whole; one just installed
-must import the job's modules before it is used or stored. One
-host stores the archive it installed; the others install on their own at the same time, so none waits for
-another longer than its own install takes."""
+must import the job's modules before it is used or stored. One host stores the archive it installed; the others
+install on their own at the same time, so none waits for another longer than its own install takes."""
 
 from __future__ import annotations
 

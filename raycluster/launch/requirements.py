@@ -37,8 +37,8 @@ def torch_release(version: str) -> str:
 
 def requirements(env_type: str | None = None) -> list[str]:
     """raycluster's runtime dependencies as its metadata declares them, with the extras every job's hosts use
-    (its curves; uv, which installs the rest) and the extra of the job's ``--env.type`` when raycluster has one (``pusht``: its
-    rollouts), less torch (the DLC's)."""
+    (its curves; uv, which installs the rest) and the extra of the job's ``--env.type`` when raycluster has one
+    (``pusht``: its rollouts), less torch (the DLC's)."""
     required = importlib.metadata.requires(PACKAGE) or []
     extras = [*CONTAINER_EXTRAS, *([env_type] if env_type in ENV_EXTRAS else [])]
     kept = []

@@ -13,7 +13,7 @@ from raycluster.checkpoints.export import export_folder
 from raycluster.checkpoints.keeper import keeper_and_part_stores
 from raycluster.checkpoints.part_store import local_part_store
 from raycluster.cluster_config import ClusterConfig
-from raycluster.evals.best import export_best, finish_evals
+from raycluster.evals.best import export_best
 from raycluster.evals.keeper import evals_for_run
 from raycluster.evals.plan import EvalPlan
 from raycluster.faults import NO_FAULTS, Faults
@@ -43,17 +43,12 @@ def keepers_for_run(cluster: ClusterConfig, plan: EvalPlan | None, staging: str,
     return RunKeepers(checkpoints, part_stores, evals_for_run(plan, checkpoints, curves, faults=faults))
 
 
-def evaluated(keepers: RunKeepers, cluster: ClusterConfig, stopped: bool) -> dict:
-    """Every evaluation's outcome once the workers are done (the ones still running waited for, within
-    ``--cluster.eval_timeout_s``; after a stop, none)."""
-    return finish_evals(keepers.evals, stopped, cluster.eval_timeout_s)
-
-
 def publish_model(
     outcome: dict, keepers: RunKeepers, cluster: ClusterConfig, stopped: bool, staging: str, faults: Faults = NO_FAULTS
 ) -> dict:
     """After a normal end, the model in ``--cluster.model_dir`` is the best checkpoint's policy, or the newest
-    committed one's (after a stop, none is exported: a stop waits for nothing); ``outcome`` with the best's export.
+    committed one's (after a stop, none is exported: a stop waits for nothing); ``outcome`` (``finish_evals``')
+    with the best's export.
     Exports are assembled in ``staging``."""
     if stopped or not cluster.model_dir:
         return outcome

@@ -22,6 +22,7 @@ from raycluster.checkpoints.roots import open_store
 from raycluster.cluster_config import ClusterConfig
 from raycluster.connect import check_capacity, ray_cluster
 from raycluster.curves.keeper import curves_for_run, finish_curves
+from raycluster.evals.best import finish_evals
 from raycluster.evals.plan import inline_off, plan_for_run
 from raycluster.faults import NO_FAULTS, Faults
 from raycluster.ledger import process_started
@@ -33,7 +34,7 @@ from raycluster.lerobot.api import (
 from raycluster.lerobot.dataset import check_dataset_root
 from raycluster.lerobot.lines import installed_line
 from raycluster.training.driver.causes import failure_cause
-from raycluster.training.driver.keepers import RunKeepers, evaluated, keepers_for_run, publish_model
+from raycluster.training.driver.keepers import RunKeepers, keepers_for_run, publish_model
 from raycluster.training.driver.outcome import TrainingFailed, kept_ledger, report, summarize
 from raycluster.training.driver.paths import absolute_paths
 from raycluster.training.driver.ray_train_env import set_ray_train_defaults
@@ -148,7 +149,7 @@ def run_training(
             result: WorkerResult = fit_listening(trainer, stop).return_value
             recorded.append(Phase("training_returned", time.time(), 0))
             stopped = result.interrupted_at is not None
-            evals = evaluated(keepers, cluster, stopped)
+            evals = finish_evals(keepers.evals, stopped, cluster.eval_timeout_s)  # those still running, waited for
             recorded += [Phase("evaluations_done", time.time(), 0), *ray.get(journal.phases.remote(), timeout=60)]
             evals = publish_model(evals, keepers, cluster, stopped, staging, faults)
             mark_phases(curves, recorded, started)
