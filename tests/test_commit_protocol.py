@@ -168,20 +168,6 @@ def test_an_older_attempts_failure_of_a_step_never_decides_the_newer_attempts_ou
     assert commits.outcome("000100", now=2.5)[0] == (False, None)
 
 
-def test_a_place_lost_with_a_part_store_that_restarted_fails_its_checkpoint_at_once_not_at_the_deadline():
-    commits = Commits()
-    for n in (0, 1):
-        placing = commits.arrived("000100", 1, Part(n, {f"shard/__{n}.distcp": entry(10)}, f"algo-{n + 1}"), 2, now=0.0)
-    assert {type(e).__name__ for e in placing} >= {"Place"}
-    commits.placed("000100", 1, 0, None, now=1.0)  # algo-1's part is in place; algo-2's store dies before it answers
-    assert commits.holder_restarted("algo-1", now=2.0) == []  # its place answered: nothing of it is lost
-    effects = commits.holder_restarted("algo-2", now=2.0)
-    said = [e.line for e in effects if type(e).__name__ == "Said"]
-    assert said == ["checkpoint 000100 (attempt 1) not published: part 1 could not be placed: its part store died"]
-    assert {e.holder for e in effects if type(e).__name__ == "Remove"} == {"algo-1", "algo-2"}  # on every host
-    assert commits.outcome("000100", now=2.0)[0][0] is True and "000100" not in commits.placing
-
-
 def test_a_set_given_up_is_never_reopened_by_a_late_part():
     parts = PartSet(deadline_s=60)
     parts.arrived("000100", 1, 2, part(0), now=0.0)
@@ -214,7 +200,7 @@ class Hosts:
     def __init__(self, tmp_path, count: int, keep: int = 0, part_deadline_s: float = 300, faults: Faults = NO_FAULTS):
         self.roots = [tmp_path / f"algo-{n + 1}" / "checkpoints" for n in range(count)]
         self.keeper = CheckpointKeeper.remote(str(self.roots[0]), keep, part_deadline_s=part_deadline_s, faults=faults)
-        self.stores = [PartStore.remote(str(root), str(root.parent / "staging"), self.keeper) for root in self.roots]
+        self.stores = [PartStore.remote(str(r), str(r.parent / "staging"), self.keeper, faults) for r in self.roots]
         ray.get(self.keeper.attach.remote(self.stores))
 
     def save(self, tmp_path, name: str, attempt: int, hosts=None, payload: bytes = b"") -> list:
@@ -267,6 +253,23 @@ def test_a_part_store_that_dies_is_started_again_and_the_next_checkpoint_commits
         assert fetch_directory(hosts.keeper, name, target, hosts.stores[0])
         assert problems(target, hosts.record(name)) is None
     assert len(list(staging.glob("raycluster-parts-*"))) == 1
+
+
+@pytest.mark.cluster  # a local Ray of this module's
+def test_a_place_cut_off_by_its_part_stores_death_fails_its_checkpoint_at_once_not_at_the_place_deadline(
+    local_ray, tmp_path
+):
+    hosts = Hosts(tmp_path, 3, faults=Faults(publish_delay_s=5))  # every place takes 5 s: the death comes mid-place
+    ray.get(hosts.save(tmp_path, "000001", 1))
+    eventually(lambda: ray.get(hosts.keeper.publishing.remote()), 30)
+    ray.kill(hosts.stores[2], no_restart=False)  # algo-3's place dies with its process; Ray starts the store again
+    why = outcome(hosts.keeper, "000001", deadline_s=60)  # the place deadline is 300 s; every later commit waits
+    died = "not placed: this part store holds no staged copy of it (started again since it staged it)"
+    assert why == f"part 2 could not be placed: RuntimeError: {died}", why
+    # Nothing of it stays on any host, the store started again included (its removal went there too).
+    eventually(lambda: not any((root / "checkpoints" / "000001").exists() for root in hosts.roots), 30)
+    ray.get(hosts.save(tmp_path, "000002", 1))
+    assert outcome(hosts.keeper, "000002", deadline_s=60) is None
 
 
 @pytest.mark.cluster  # a local Ray of this module's

@@ -91,16 +91,6 @@ class Commits:
         placing.recording = True
         return [Record(name, attempt, commit_record(placing.complete))]
 
-    def holder_restarted(self, holder, now: float) -> list[Effect]:
-        """A host's part store died and was started again: a place it was asked for and never answered is lost
-        with it, and fails now rather than at the place deadline (every later commit would wait for it)."""
-        effects = []
-        for placing in [p for p in self.placing.values() if not p.recording]:
-            complete = placing.complete
-            for part in [n for n in placing.waiting if complete.parts[n].holder == holder]:
-                effects += self.placed(complete.name, complete.attempt, part, "its part store died", now)
-        return effects
-
     def recorded(self, name: str, attempt: int, error: str | None, now: float) -> list[Effect]:
         """The keeper wrote ``name``'s commit record (``error``: it could not): committed, or failed."""
         placing = self.placing.get(name)

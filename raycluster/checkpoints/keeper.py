@@ -125,10 +125,6 @@ class CheckpointKeeper:
     def part_placed(self, name: str, attempt: int, part: int, error: str | None) -> None:
         self.parts.placed(name, attempt, part, error)
 
-    @ray.method(concurrency_group=WORDS)
-    def part_store_restarted(self, holder) -> None:
-        self.parts.holder_restarted(holder)
-
     def publishing(self) -> bool:
         return self.parts.publishing()
 

@@ -70,11 +70,6 @@ class PartCommits:
             effects = self.commits.placed(name, attempt, part, error, came)
         self._carry_out(effects)
 
-    def holder_restarted(self, holder) -> None:
-        with self._lock:
-            effects = self.commits.holder_restarted(holder, time.monotonic())
-        self._carry_out(effects)
-
     def publishing(self) -> bool:
         """A publish is under way (a restart asks, and waits with a deadline of its own, before resuming)."""
         with self._lock:

@@ -94,8 +94,15 @@ def restarted() -> bool:
         return bool(ray.get_runtime_context().was_current_actor_reconstructed)
 
 
-@ray.remote(num_cpus=0, max_concurrency=8, max_restarts=RESTARTS)
+@ray.remote(num_cpus=0, max_concurrency=8, max_restarts=RESTARTS, max_task_retries=-1)
 class PartStore:
+    """One host's part store. Every call to it is one Ray takes to the store started again when its process dies
+    (``max_task_retries``: a call cut off by the death, or sent while Ray starts it again, is not lost): a stage
+    starts over from the save on disk; a place or a removal always answers, and a place of a part the dead process
+    had staged answers that it is not there, so its checkpoint fails at once instead of at the place deadline with
+    every later commit waiting behind it. Each call is one to take twice: a stage, a removal, a read repeat
+    harmlessly, and a place whose part is gone fails without writing."""
+
     def __init__(self, root: str, staging_dir: str, keeper, faults: Faults = NO_FAULTS):
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
         self.store, self.keeper, self.faults = open_store(root), keeper, faults
@@ -105,10 +112,10 @@ class PartStore:
         self.staging = Path(tempfile.mkdtemp(prefix="raycluster-parts-", suffix=owned_suffix(), dir=staging_dir))
         self.placements, self._calls = Placements(), NameCalls()
         if restarted():
-            keeper.part_store_restarted.remote(ray.get_runtime_context().current_actor)
             log.warning(
-                "the checkpoint part store on %s died and was started again: the parts it was staging or placing "
-                "failed with it, the next checkpoints go on (its root's files are intact)",
+                "the checkpoint part store on %s died and was started again: what it was staging is staged again, "
+                "what it had staged is gone (those checkpoints fail), the next checkpoints go on (its root's files "
+                "are intact)",
                 ray.util.get_node_ip_address(),
             )
 
@@ -154,6 +161,10 @@ class PartStore:
                 refused = self.placements.may_place(name, attempt)
                 if refused is not None:
                     raise RuntimeError(f"not placed: {refused}")
+                if not staged.is_dir():  # a place Ray took to this store started again: the part died with the old
+                    raise RuntimeError(
+                        "not placed: this part store holds no staged copy of it (started again since it staged it)"
+                    )
                 self.placements.placing(name, attempt, [*manifest, *([MANIFEST] if whole is not None else [])])
                 self.faults.delay_publish(name)
                 if whole is not None:

@@ -8,7 +8,10 @@ than the save interval), and places its part into its root when the keeper says 
 deadline and end late; what it may still write is the part store's own ``Placements``); every message between a
 host and the keeper travels through the scheduler's network (delayed, reordered, repeated); a host may die
 mid-run, after which the worker group restarts as a new attempt from the newest committed step, as Ray Train's
-does (the dead host replaced by one with an empty disk). ``World.check`` states what must hold after every event.
+does (the dead host replaced by one with an empty disk); a host's part store process may die alone, and Ray
+starts it again on the same host: what it had staged and its memory of placements are gone, its root is intact,
+and every call cut off by the death or sent meanwhile reaches the store started again (Ray's task retries), in
+no set order. ``World.check`` states what must hold after every event.
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ class World:
         if profile.death is not None:
             host, after = profile.death
             self.sim.at(after * INTERVAL_S, lambda: self._die(host))
+        for _ in range(profile.store_deaths):
+            index, when = self.sim.rng.randrange(profile.hosts), self.sim.rng.uniform(0, profile.saves * INTERVAL_S)
+            self.sim.at(when, lambda i=index: self._store_dies(self.hosts[i]))
 
     # The hosts' side: save, stage, tell the keeper.
     def _start_attempt(self, first_step: int, at: float) -> None:
@@ -66,13 +72,19 @@ class World:
         for action in actions:
             if isinstance(action, Stage):
                 self.stages.append((host.index, attempt, action.name))
-                factor = self.profile.slow.get(host.index, self.profile.fast)
-                took = factor * INTERVAL_S * self.sim.rng.uniform(0.97, 1.03)
-                fails = self.sim.rng.random() < self.profile.stage_failures
-                self.sim.at(took, lambda n=action.name, f=fails: self._staged(host, attempt, n, f))
+                self._call(host, lambda n=action.name: self._stage(host, attempt, n))
 
-    def _staged(self, host: Host, attempt: int, name: str, failed: bool) -> None:
+    def _stage(self, host: Host, attempt: int, name: str) -> None:
+        factor = self.profile.slow.get(host.index, self.profile.fast)
+        took = factor * INTERVAL_S * self.sim.rng.uniform(0.97, 1.03)
+        fails, epoch = self.sim.rng.random() < self.profile.stage_failures, host.store_epoch
+        self.sim.at(took, lambda: self._staged(host, attempt, name, fails, epoch))
+
+    def _staged(self, host: Host, attempt: int, name: str, failed: bool, epoch: int) -> None:
         if not host.alive or attempt != self.attempt:
+            return
+        if host.store_epoch != epoch:  # cut off by its part store's death: Ray takes the stage to the new one
+            self._call(host, lambda: self._stage(host, attempt, name))
             return
         if failed:
             self.stage_failed.add((name, attempt))
@@ -91,8 +103,17 @@ class World:
         if host.alive and pick.attempt == self.attempt:
             self._act(host, pick.attempt, host.queue.picked(pick))
 
-    def _place(self, host: Host, place: Place) -> None:
+    def _place(self, host: Host, place: Place, epoch: int) -> None:
         if not host.alive or host.holder != place.holder:  # a dead part store never answers: the deadline decides
+            return
+        if host.store_epoch != epoch:  # cut off by its part store's death (``_store_dies``)
+            return
+        host.in_flight.remove(place)
+        if (place.name, place.attempt) in host.lost and (place.name, place.attempt) not in host.staging:
+            error = "not placed: this part store holds no staged copy of it (started again since it staged it)"
+            self.sim.send(
+                lambda: self._carry_out(self.commits.placed(place.name, place.attempt, place.part, error, self.sim.now))
+            )
             return
         if host.root.get(place.name) == place.attempt:  # the same word twice: placed already
             return
@@ -129,15 +150,25 @@ class World:
                 if self.profile.late_places and self.sim.rng.random() < self.profile.late_places:
                     deadline = self.commits.place_deadline_s
                     took = self.sim.rng.uniform(deadline, 2 * deadline)
-                self.sim.send(lambda h=host, e=effect, t=took: self.sim.at(t, lambda: self._place(h, e)))
+                self.sim.send(lambda h=host, e=effect, t=took: self._call(h, lambda: self._placing(h, e, t)))
             elif isinstance(effect, Discard):
-                self.sim.send(lambda e=effect: self._on(e.holder).staging.discard((e.name, e.attempt)))
+                self.sim.send(lambda e=effect: self._call(self._on(e.holder), lambda: self._discard(e)))
             elif isinstance(effect, Remove):
-                self.sim.send(lambda e=effect: self._remove(self._on(e.holder), e))
+                self.sim.send(
+                    lambda e=effect: self._call(self._on(e.holder), lambda: self._remove(self._on(e.holder), e))
+                )
             elif isinstance(effect, Record):
                 self._record(effect)
             elif isinstance(effect, Published):
                 self._published(effect)  # and a log line (``Said``) changes nothing here
+
+    def _placing(self, host: Host, place: Place, took: float) -> None:
+        epoch = host.store_epoch
+        host.in_flight.append(place)
+        self.sim.at(took, lambda: self._place(host, place, epoch))
+
+    def _discard(self, discard: Discard) -> None:
+        self._on(discard.holder).staging.discard((discard.name, discard.attempt))
 
     def _record(self, record: Record) -> None:
         """The keeper starts writing the record (taking ``Profile.record_s``): every part must be in place now,
@@ -170,6 +201,38 @@ class World:
         self.completed[complete.name] = complete
 
     # Faults.
+    def _call(self, host: Host, call) -> None:
+        """A call reaching ``host``'s part store: now, or (its process down) once Ray has started it again."""
+        if host.store_up:
+            call()
+        else:
+            host.deferred.append(call)
+
+    def _store_dies(self, host: Host) -> None:
+        """Its part store's process dies, the host lives: its staging goes, its root stays."""
+        if not host.alive or not host.store_up:
+            return
+        host.store_up, host.store_epoch = False, host.store_epoch + 1
+        host.lost, host.staging = set(host.staged), set()
+        for place in host.in_flight:  # cut off, maybe after its files went in (a removal of it waits for its turn
+            # behind it in the part store, so one that came first refused it); Ray takes it to the new one
+            if host.placements.may_place(place.name, place.attempt) is None and self.sim.rng.random() < 0.5:
+                host.root[place.name] = place.attempt
+            host.deferred.append(lambda p=place: self._placing(host, p, 0.0))
+        host.in_flight = []
+        epoch = host.store_epoch
+        self.sim.at(self.sim.rng.uniform(*self.profile.store_restart_s), lambda: self._store_started(host, epoch))
+
+    def _store_started(self, host: Host, epoch: int) -> None:
+        """Ray has started it again: a new process (no memory of placements); the calls held for it arrive in no
+        set order."""
+        if host.store_epoch != epoch or host.store_up:
+            return
+        host.store_up, host.placements = True, Placements()
+        calls, host.deferred = host.deferred, []
+        for call in calls:  # each once (Ray runs a retried call again only if a death cuts it off again)
+            self.sim.at(self.sim.rng.uniform(*self.profile.network.delay_s), call)
+
     def _die(self, index: int) -> None:
         self.hosts[index].alive = False
         self.sim.at(self.profile.restart_s, self._restart)
@@ -181,7 +244,8 @@ class World:
         for host in self.hosts:
             if not host.alive:  # replaced by a new host: an empty disk, a new part store
                 host.staging, host.root, host.generation = set(), {}, host.generation + 1
-                host.placements = Placements()
+                host.placements, host.lost, host.deferred, host.in_flight = Placements(), set(), [], []
+                host.store_up, host.store_epoch = True, host.store_epoch + 1
             host.alive, host.queue = True, ShipQueue(self.attempt)
         newest = max((int(n) for n in self.completed), default=0)
         self._start_attempt(first_step=newest, at=self.sim.now)
@@ -228,6 +292,11 @@ class World:
         failed = [n for n, a in self.records.items() if n not in self.completed or self.completed[n].attempt != a]
         if failed:
             raise InvariantBroken(f"records written for {failed}, which the keeper gave up: committed and failed")
+        for name, complete in self.completed.items():  # no late word took a committed part from its host's root
+            for index, part in complete.parts.items():
+                host = self.hosts[index]
+                if host.holder == part.holder and host.root.get(name) != complete.attempt:
+                    raise InvariantBroken(f"committed checkpoint {name} lost host {index}'s part from its root")
 
     def run(self) -> World:
         """Until nothing is left to happen (the saves are finite, and so is everything they set off)."""

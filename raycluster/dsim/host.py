@@ -24,6 +24,17 @@ class Host:
     """Which late places and removals its part store still takes: the very class the part store holds."""
     generation: int = 0
     """Which host holds this place: a replaced one is a new part store (a call to the old one goes nowhere)."""
+    store_up: bool = True
+    """Its part store's process is running (it dies and Ray starts it again on the same host: the same holder)."""
+    store_epoch: int = 0
+    """How many times its part store's process died: a call begun before a death was cut off by it."""
+    deferred: list = field(default_factory=list)
+    """Calls that came while its part store was down: Ray takes them to the store started again (task retries)."""
+    in_flight: list = field(default_factory=list)
+    """The places its part store is carrying out now."""
+    lost: set[tuple[str, int]] = field(default_factory=set)
+    """(name, attempt) of the parts staged here before its part store's latest death: the store started again holds
+    no staged copy of them and no memory of their placements, and answers a place of one with an error."""
 
     @property
     def holder(self) -> tuple[int, int]:

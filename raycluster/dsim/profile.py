@@ -33,6 +33,11 @@ class Profile:
     """How long the keeper takes to write a commit record (a keeper busy for minutes: longer than a deadline)."""
     late_places: float = 0.0
     """The share of places that outlast the placement deadline (a stalled disk or upload) and still end, late."""
+    store_deaths: int = 0
+    """How many times, at seeded moments, a host's part store process dies (the host lives) and Ray starts it again
+    after ``store_restart_s``: its staging and its memory of placements are gone, its root is intact, and the calls
+    cut off or sent meanwhile reach the store started again."""
+    store_restart_s: tuple[float, float] = (2.0, 30.0)
 
 
 def ideal_commits(saves: int, slowest: float) -> int:

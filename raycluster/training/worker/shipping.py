@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import ray
-from ray.exceptions import ActorUnavailableError
 
 from raycluster.checkpoints.pacing import Drop, ShipQueue, Stage
 from raycluster.checkpoints.transfer import prune_older
@@ -22,8 +21,6 @@ log = logging.getLogger(__name__)
 
 STAGE_TIMEOUT_S = 600.0
 """How long this host's part store may take to stage (copy and hash) one part before the part counts as failed."""
-RESTAGE_AFTER_S = 1.0
-"""How long a host waits to stage a part again when its part store is being started again."""
 ASK_EVERY_S = 1.0
 """How often a host holding a save it has not staged asks the keeper for the pick."""
 ASK_TIMEOUT_S = 30.0
@@ -117,10 +114,12 @@ class Shipper:
                 self._cond.notify_all()
 
     def _stage(self, name: str) -> None:
-        source, deadline = self._dirs.pop(name), time.monotonic() + STAGE_TIMEOUT_S
+        source = self._dirs.pop(name)
         try:
-            while not self._staged(name, source, deadline):
-                time.sleep(RESTAGE_AFTER_S)
+            # Ray takes a stage cut off by the part store's death to the store started again, which starts over
+            # from the save on disk (its word to the keeper may come twice, which the keeper takes once).
+            staging = self.part_store.stage.remote(name, self.attempt, self.part, self.parts, str(source))
+            ray.get(staging, timeout=STAGE_TIMEOUT_S)
             prune_older(source)
         except Exception as exc:  # a failed part must not stop training; the next pick retries
             cause = getattr(exc, "cause", None) or exc  # Ray wraps the part store's own error
@@ -128,19 +127,6 @@ class Shipper:
             log.error("part %d of checkpoint %s not staged (training goes on): %s", self.part, name, self.failed[name])
             # The keeper hears it even from a part store that died mid-stage: the pick is decided, not left open.
             self.keeper.part_failed.remote(name, self.attempt, self.part, self.failed[name])
-
-    def _staged(self, name: str, source: Path, deadline: float) -> bool:
-        """One try; False: the part store is being started again (it died), and there is time to try again. A
-        stage starts over from the save on disk, so a part is not lost with the store's process (its word to the
-        keeper may come twice, which the keeper takes once)."""
-        staging = self.part_store.stage.remote(name, self.attempt, self.part, self.parts, str(source))
-        try:
-            ray.get(staging, timeout=max(0.0, deadline - time.monotonic()))
-        except ActorUnavailableError:
-            if time.monotonic() + RESTAGE_AFTER_S >= deadline:
-                raise
-            return False
-        return True
 
     def drain(self, timeout: float | None = STAGE_TIMEOUT_S) -> bool:
         """Wait (bounded) until every save this host holds is staged or passed over."""
