@@ -273,6 +273,23 @@ def test_a_place_cut_off_by_its_part_stores_death_fails_its_checkpoint_at_once_n
 
 
 @pytest.mark.cluster  # a local Ray of this module's
+def test_a_removal_that_reaches_a_part_store_started_again_spares_what_another_attempts_record_names(
+    local_ray, tmp_path
+):
+    hosts = Hosts(tmp_path, 2)
+    ray.get(hosts.save(tmp_path, "000001", 2))  # attempt 2's checkpoint, committed
+    assert outcome(hosts.keeper, "000001", deadline_s=30) is None
+    ray.kill(hosts.stores[0], no_restart=False)  # the keeper's host's part store: started again, no memory
+    eventually(lambda: answers(hosts.stores[0]), 60)
+    # Attempt 1's failed placement of the same step, its removal late (Ray took it to the store started again).
+    kept = hosts.roots[0] / "checkpoints" / "000001"
+    ray.get(hosts.stores[0].delete.remote("000001", 1), timeout=30)
+    assert hosts.record("000001") and list(kept.rglob("__0_0.distcp"))  # the record and this host's shard stay
+    ray.get(hosts.stores[0].delete.remote("000001", 2), timeout=30)  # its own attempt's removal still removes it
+    assert not kept.exists()
+
+
+@pytest.mark.cluster  # a local Ray of this module's
 def test_a_part_of_an_abandoned_attempt_is_never_combined_and_is_removed(local_ray, tmp_path):
     hosts = Hosts(tmp_path, 2)
     ray.get(hosts.save(tmp_path, "000002", 1, hosts=[0]))

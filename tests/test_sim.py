@@ -338,8 +338,8 @@ def test_sharded_checkpoints_of_eight_hosts_hold_through_a_killed_worker_and_sig
     kept = records(view)  # what S3 holds: every checkpoint with a commit record is whole
     assert all(LocalStore(view).problems(name) is None for name in kept), [LocalStore(view).problems(n) for n in kept]
     # Parts placed after the last commit record (SIGTERM came between), or placed by the other hosts of a checkpoint
-    # whose place the killed part store took with it (decided at the place deadline, 300 s, after SIGTERM here): no
-    # checkpoint either way, never resumed from (below).
+    # whose part the killed part store took with it (failed when its place reached the store started again, and
+    # removed from every host, unless SIGTERM came first): no checkpoint either way, never resumed from (below).
     unrecorded = set(LocalStore(view).names()) - kept.keys()
     assert all(int(name) > max(map(int, kept)) or 4 <= int(name) <= 8 for name in unrecorded), sorted(unrecorded)
     assert {"000001", "000002", "000003"} <= kept.keys(), sorted(kept)  # 4 may go with the killed part store

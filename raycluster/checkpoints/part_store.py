@@ -27,7 +27,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from raycluster.checkpoints.commits import PLACE_DEADLINE_S
 from raycluster.checkpoints.manifest import CHUNK_BYTES, MANIFEST, manifest_of
-from raycluster.checkpoints.placements import Placements
+from raycluster.checkpoints.placements import Placements, Removal
 from raycluster.checkpoints.roots import open_store
 from raycluster.checkpoints.scratch import owned_suffix, remove_orphans
 from raycluster.faults import NO_FAULTS, Faults
@@ -98,10 +98,10 @@ def restarted() -> bool:
 class PartStore:
     """One host's part store. Every call to it is one Ray takes to the store started again when its process dies
     (``max_task_retries``: a call cut off by the death, or sent while Ray starts it again, is not lost): a stage
-    starts over from the save on disk; a place or a removal always answers, and a place of a part the dead process
-    had staged answers that it is not there, so its checkpoint fails at once instead of at the place deadline with
-    every later commit waiting behind it. Each call is one to take twice: a stage, a removal, a read repeat
-    harmlessly, and a place whose part is gone fails without writing."""
+    starts over from the save on disk; a place of a part the dead process had staged tells the keeper it is not
+    there, so its checkpoint fails at once instead of at the place deadline with every later commit waiting behind
+    it; a removal of a placement the new process has no word of spares what a newer attempt's record names. A
+    stage, a read and a retention's removal repeat harmlessly."""
 
     def __init__(self, root: str, staging_dir: str, keeper, faults: Faults = NO_FAULTS):
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -187,12 +187,25 @@ class PartStore:
         any more). A failed placement's word may come after a newer attempt placed its part: that part stays."""
         with self._calls.one_at_a_time(name, PLACE_DEADLINE_S):
             removal = self.placements.removal(name, attempt)
-            if removal is None:
+            if removal is None or self._recorded_by_another(name, attempt, removal):
                 return
             if removal.files is not None and self.store.shared:  # every host's root: this host's files alone
                 self.store.delete_files(name, removal.files)  # by key: no listing of the whole root first
             elif name in self.store.names():
                 self.store.delete(name)
+
+    def _recorded_by_another(self, name: str, attempt: int | None, removal: Removal) -> bool:
+        """A failed placement's removal that this part store has no word of (it was started again since: Ray took
+        the call to it) spares a checkpoint whose commit record in this root names another attempt: a newer
+        attempt's, committed meanwhile (on a root every host shares, all of it would go)."""
+        if attempt is None or removal.files is not None:
+            return False
+        record = self.store.manifest(name)
+        if not record or all(entry.get("attempt") == attempt for entry in record.values()):
+            return False
+        log.warning("checkpoint %s: a removal of attempt %d's part came after a newer attempt committed it; kept", name,
+                    attempt)  # fmt: skip
+        return True
 
     def local_files(self, name: str, manifest: dict[str, dict]) -> dict[str, str]:
         """Which of ``manifest``'s files this host's root holds at their size: ``relpath -> local path`` (none on

@@ -10,8 +10,8 @@ host and the keeper travels through the scheduler's network (delayed, reordered,
 mid-run, after which the worker group restarts as a new attempt from the newest committed step, as Ray Train's
 does (the dead host replaced by one with an empty disk); a host's part store process may die alone, and Ray
 starts it again on the same host: what it had staged and its memory of placements are gone, its root is intact,
-and every call cut off by the death or sent meanwhile reaches the store started again (Ray's task retries), in
-no set order. ``World.check`` states what must hold after every event.
+and every call cut off by the death or sent meanwhile reaches the store started again (``store_process.py``).
+``checkpoint_checks.py`` states what must hold after every event and at the end.
 """
 
 from __future__ import annotations
@@ -22,9 +22,11 @@ from raycluster.checkpoints.manifest import WRITTEN
 from raycluster.checkpoints.pacing import Drop, Pick, ShipQueue, Stage
 from raycluster.checkpoints.parts import Complete, Part
 from raycluster.checkpoints.placements import Placements
+from raycluster.dsim.checkpoint_checks import Checks
 from raycluster.dsim.host import Host
 from raycluster.dsim.profile import INTERVAL_S, Profile, ideal_commits
 from raycluster.dsim.scheduler import Scheduler
+from raycluster.dsim.store_process import StoreProcesses
 from raycluster.dsim.sweep import InvariantBroken
 
 
@@ -41,15 +43,12 @@ class World:
         """The keeper's root: name -> the attempt its commit record names."""
         self.stages: list[tuple[int, int, str]] = []
         """(host, attempt, name) of every staging started."""
-        self._checked_stages = self._checked_commits = 0
-        self._touched: set[int] = set()
+        self.checks = Checks()
         self._start_attempt(first_step=0, at=0.0)
         if profile.death is not None:
             host, after = profile.death
             self.sim.at(after * INTERVAL_S, lambda: self._die(host))
-        for _ in range(profile.store_deaths):
-            index, when = self.sim.rng.randrange(profile.hosts), self.sim.rng.uniform(0, profile.saves * INTERVAL_S)
-            self.sim.at(when, lambda i=index: self._store_dies(self.hosts[i]))
+        self.stores = StoreProcesses(self.sim, profile, self.hosts, lambda host, place: self._placing(host, place, 0.0))
 
     # The hosts' side: save, stage, tell the keeper.
     def _start_attempt(self, first_step: int, at: float) -> None:
@@ -68,11 +67,11 @@ class World:
             self.sim.send(lambda: self._carry_out(self.commits.saved(attempt, name, self.sim.now)[1]))
 
     def _act(self, host: Host, attempt: int, actions: list[Stage | Drop]) -> None:
-        self._touched.add(host.index)
+        self.checks.touched.add(host.index)
         for action in actions:
             if isinstance(action, Stage):
                 self.stages.append((host.index, attempt, action.name))
-                self._call(host, lambda n=action.name: self._stage(host, attempt, n))
+                self.stores.call(host, lambda n=action.name: self._stage(host, attempt, n))
 
     def _stage(self, host: Host, attempt: int, name: str) -> None:
         factor = self.profile.slow.get(host.index, self.profile.fast)
@@ -84,7 +83,7 @@ class World:
         if not host.alive or attempt != self.attempt:
             return
         if host.store_epoch != epoch:  # cut off by its part store's death: Ray takes the stage to the new one
-            self._call(host, lambda: self._stage(host, attempt, name))
+            self.stores.call(host, lambda: self._stage(host, attempt, name))
             return
         if failed:
             self.stage_failed.add((name, attempt))
@@ -150,12 +149,12 @@ class World:
                 if self.profile.late_places and self.sim.rng.random() < self.profile.late_places:
                     deadline = self.commits.place_deadline_s
                     took = self.sim.rng.uniform(deadline, 2 * deadline)
-                self.sim.send(lambda h=host, e=effect, t=took: self._call(h, lambda: self._placing(h, e, t)))
+                self.sim.send(lambda h=host, e=effect, t=took: self.stores.call(h, lambda: self._placing(h, e, t)))
             elif isinstance(effect, Discard):
-                self.sim.send(lambda e=effect: self._call(self._on(e.holder), lambda: self._discard(e)))
+                self.sim.send(lambda e=effect: self.stores.call(self._on(e.holder), lambda: self._discard(e)))
             elif isinstance(effect, Remove):
                 self.sim.send(
-                    lambda e=effect: self._call(self._on(e.holder), lambda: self._remove(self._on(e.holder), e))
+                    lambda e=effect: self.stores.call(self._on(e.holder), lambda: self._remove(self._on(e.holder), e))
                 )
             elif isinstance(effect, Record):
                 self._record(effect)
@@ -201,38 +200,6 @@ class World:
         self.completed[complete.name] = complete
 
     # Faults.
-    def _call(self, host: Host, call) -> None:
-        """A call reaching ``host``'s part store: now, or (its process down) once Ray has started it again."""
-        if host.store_up:
-            call()
-        else:
-            host.deferred.append(call)
-
-    def _store_dies(self, host: Host) -> None:
-        """Its part store's process dies, the host lives: its staging goes, its root stays."""
-        if not host.alive or not host.store_up:
-            return
-        host.store_up, host.store_epoch = False, host.store_epoch + 1
-        host.lost, host.staging = set(host.staged), set()
-        for place in host.in_flight:  # cut off, maybe after its files went in (a removal of it waits for its turn
-            # behind it in the part store, so one that came first refused it); Ray takes it to the new one
-            if host.placements.may_place(place.name, place.attempt) is None and self.sim.rng.random() < 0.5:
-                host.root[place.name] = place.attempt
-            host.deferred.append(lambda p=place: self._placing(host, p, 0.0))
-        host.in_flight = []
-        epoch = host.store_epoch
-        self.sim.at(self.sim.rng.uniform(*self.profile.store_restart_s), lambda: self._store_started(host, epoch))
-
-    def _store_started(self, host: Host, epoch: int) -> None:
-        """Ray has started it again: a new process (no memory of placements); the calls held for it arrive in no
-        set order."""
-        if host.store_epoch != epoch or host.store_up:
-            return
-        host.store_up, host.placements = True, Placements()
-        calls, host.deferred = host.deferred, []
-        for call in calls:  # each once (Ray runs a retried call again only if a death cuts it off again)
-            self.sim.at(self.sim.rng.uniform(*self.profile.network.delay_s), call)
-
     def _die(self, index: int) -> None:
         self.hosts[index].alive = False
         self.sim.at(self.profile.restart_s, self._restart)
@@ -250,61 +217,13 @@ class World:
         newest = max((int(n) for n in self.completed), default=0)
         self._start_attempt(first_step=newest, at=self.sim.now)
 
-    # What must hold.
-    def check(self) -> None:
-        """After every event: what changed since the last check (each commit is checked once, when it comes)."""
-        for name in list(self.completed)[self._checked_commits :]:
-            complete = self.completed[name]
-            if sorted(complete.parts) != list(range(self.profile.hosts)):
-                raise InvariantBroken(f"checkpoint {name} committed with parts {sorted(complete.parts)}")
-            for index in complete.parts:
-                if (name, complete.attempt) not in self.hosts[index].staged:
-                    raise InvariantBroken(f"checkpoint {name} names a part host {index} never staged")
-        self._checked_commits = len(self.completed)
-        for index, attempt, name in self.stages[self._checked_stages :]:
-            if Pick(attempt, name) not in self.picks:
-                raise InvariantBroken(f"host {index} staged {name} of attempt {attempt}, which no pick named")
-        self._checked_stages = len(self.stages)
-        for index in self._touched:
-            queue = self.hosts[index].queue
-            if len(queue.held) + (queue.busy is not None) > queue.keep + 2:
-                raise InvariantBroken(f"host {index} holds more than {queue.keep + 2} saves: {queue.held}")
-        self._touched.clear()
-
-    def check_quiet(self) -> None:
-        """Once nothing is left to happen: every part staged is decided, committed or given up, and placed or
-        removed; the last attempt's last save is committed unless a host's staging of it failed (training never
-        ends on a lost save); no host holds a save any more; and no host's root holds what no record names."""
-        if self.commits.parts.pending_names() or self.commits.placing:
-            pending = sorted(self.commits.parts.pending_names() | set(self.commits.placing))
-            raise InvariantBroken(f"checkpoints still pending at the end: {pending}")
-        final = self.completed.get(self.final)
-        if (final is None or final.attempt != self.attempt) and (self.final, self.attempt) not in self.stage_failed:
-            raise InvariantBroken(f"the last save, {self.final} of attempt {self.attempt}, was not committed")
-        for host in self.hosts:
-            if host.queue.held or host.queue.busy:
-                raise InvariantBroken(f"host {host.index} still holds saves {host.queue.held} at the end")
-            if host.staging:
-                raise InvariantBroken(f"host {host.index} still stages {sorted(host.staging)} at the end")
-            orphans = [n for n, a in host.root.items() if n not in self.completed or self.completed[n].attempt != a]
-            if orphans:
-                raise InvariantBroken(f"host {host.index}'s root holds {orphans}, which no record names")
-        failed = [n for n, a in self.records.items() if n not in self.completed or self.completed[n].attempt != a]
-        if failed:
-            raise InvariantBroken(f"records written for {failed}, which the keeper gave up: committed and failed")
-        for name, complete in self.completed.items():  # no late word took a committed part from its host's root
-            for index, part in complete.parts.items():
-                host = self.hosts[index]
-                if host.holder == part.holder and host.root.get(name) != complete.attempt:
-                    raise InvariantBroken(f"committed checkpoint {name} lost host {index}'s part from its root")
-
     def run(self) -> World:
         """Until nothing is left to happen (the saves are finite, and so is everything they set off)."""
-        self.sim.run(float("inf"), after_each=self.check)
+        self.sim.run(float("inf"), after_each=lambda: self.checks.after_event(self))
         late = self.sim.now + max(self.commits.parts.deadline_s, self.commits.place_deadline_s) + 1
         self._carry_out(self.commits.outcome(self.final, late)[1])  # what no one asked about since is given up
-        self.sim.run(float("inf"), after_each=self.check)
-        self.check_quiet()
+        self.sim.run(float("inf"), after_each=lambda: self.checks.after_event(self))
+        self.checks.at_end(self)
         return self
 
 

@@ -1,0 +1,64 @@
+"""A host's part store process that dies alone (its host lives) and that Ray starts again, as the checkpoint
+simulation's hosts go through it (``Profile.store_deaths``): what it had staged and its memory of placements
+are gone, its root is intact, and every call cut off by the death or sent while it was down reaches the store
+started again (the part store's ``max_task_retries``), once each and in no set order."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from raycluster.checkpoints.effects import Place
+from raycluster.checkpoints.placements import Placements
+from raycluster.dsim.host import Host
+from raycluster.dsim.profile import INTERVAL_S, Profile
+from raycluster.dsim.scheduler import Scheduler
+
+RESTARTS = 3
+"""How often Ray starts one host's part store again (the part store's ``max_restarts``); a death past it is a
+host whose part store is gone for good, which the simulation's host deaths cover, and is not drawn here."""
+
+
+class StoreProcesses:
+    """Schedules ``profile.store_deaths`` deaths at seeded moments; ``call`` is how any call reaches a part store.
+    ``place_again(host, place)``: a place the death cut off, carried out anew on the store started again."""
+
+    def __init__(self, sim: Scheduler, profile: Profile, hosts: list[Host], place_again: Callable[[Host, Place], None]):
+        self.sim, self.profile, self.place_again = sim, profile, place_again
+        self.deaths: dict[int, int] = {}
+        for _ in range(profile.store_deaths):
+            index, when = sim.rng.randrange(profile.hosts), sim.rng.uniform(0, profile.saves * INTERVAL_S)
+            sim.at(when, lambda h=hosts[index]: self.dies(h))
+
+    @staticmethod
+    def call(host: Host, call: Callable[[], None]) -> None:
+        """A call reaching ``host``'s part store: now, or (its process down) once Ray has started it again."""
+        if host.store_up:
+            call()
+        else:
+            host.deferred.append(call)
+
+    def dies(self, host: Host) -> None:
+        """Its part store's process dies, the host lives: its staging goes, its root stays."""
+        if not host.alive or not host.store_up or self.deaths.get(host.index, 0) >= RESTARTS:
+            return
+        self.deaths[host.index] = self.deaths.get(host.index, 0) + 1
+        host.store_up, host.store_epoch = False, host.store_epoch + 1
+        host.lost, host.staging = set(host.staged), set()
+        for place in host.in_flight:  # cut off, maybe after its files went in (a removal of it waits for its turn
+            # behind it in the part store, so one that came first refused it); Ray takes it to the new one
+            if host.placements.may_place(place.name, place.attempt) is None and self.sim.rng.random() < 0.5:
+                host.root[place.name] = place.attempt
+            host.deferred.append(lambda p=place: self.place_again(host, p))
+        host.in_flight = []
+        epoch = host.store_epoch
+        self.sim.at(self.sim.rng.uniform(*self.profile.store_restart_s), lambda: self._started(host, epoch))
+
+    def _started(self, host: Host, epoch: int) -> None:
+        """Ray has started it again: a new process (no memory of placements); the calls held for it arrive in no
+        set order, each once (Ray runs a retried call again only if a death cuts it off again)."""
+        if host.store_epoch != epoch or host.store_up:
+            return
+        host.store_up, host.placements = True, Placements()
+        calls, host.deferred = host.deferred, []
+        for call in calls:
+            self.sim.at(self.sim.rng.uniform(*self.profile.network.delay_s), call)
