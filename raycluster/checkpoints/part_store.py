@@ -27,7 +27,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from raycluster.checkpoints.commits import PLACE_DEADLINE_S
 from raycluster.checkpoints.manifest import CHUNK_BYTES, MANIFEST, manifest_of
-from raycluster.checkpoints.placements import Placements, Removal
+from raycluster.checkpoints.placements import NO_STAGED_COPY, Placements, Removal
 from raycluster.checkpoints.roots import open_store
 from raycluster.checkpoints.scratch import owned_suffix, remove_orphans
 from raycluster.faults import NO_FAULTS, Faults
@@ -162,9 +162,7 @@ class PartStore:
                 if refused is not None:
                     raise RuntimeError(f"not placed: {refused}")
                 if not staged.is_dir():  # a place Ray took to this store started again: the part died with the old
-                    raise RuntimeError(
-                        "not placed: this part store holds no staged copy of it (started again since it staged it)"
-                    )
+                    raise RuntimeError(f"not placed: {NO_STAGED_COPY}")
                 self.placements.placing(name, attempt, [*manifest, *([MANIFEST] if whole is not None else [])])
                 self.faults.delay_publish(name)
                 if whole is not None:

@@ -14,6 +14,9 @@ from dataclasses import dataclass
 
 from raycluster.checkpoints.parts import remember
 
+NO_STAGED_COPY = "this part store holds no staged copy of it (started again since it staged it)"
+"""Why a place that Ray took to a part store started again writes nothing: the part died with the old process
+(the part store says it, and the simulation's hosts say the same)."""
 REMEMBERED_NAMES = 4096
 """Checkpoints a part store remembers (a save every 5 minutes for a fortnight): bounded, and far more than a late
 word ever lags behind."""

@@ -21,7 +21,7 @@ from raycluster.checkpoints.effects import Discard, Effect, Picked, Place, Publi
 from raycluster.checkpoints.manifest import WRITTEN
 from raycluster.checkpoints.pacing import Drop, Pick, ShipQueue, Stage
 from raycluster.checkpoints.parts import Complete, Part
-from raycluster.checkpoints.placements import Placements
+from raycluster.checkpoints.placements import NO_STAGED_COPY, Placements
 from raycluster.dsim.checkpoint_checks import Checks
 from raycluster.dsim.host import Host
 from raycluster.dsim.profile import INTERVAL_S, Profile, ideal_commits
@@ -109,7 +109,7 @@ class World:
             return
         host.in_flight.remove(place)
         if (place.name, place.attempt) in host.lost and (place.name, place.attempt) not in host.staging:
-            error = "not placed: this part store holds no staged copy of it (started again since it staged it)"
+            error = f"not placed: {NO_STAGED_COPY}"
             self.sim.send(
                 lambda: self._carry_out(self.commits.placed(place.name, place.attempt, place.part, error, self.sim.now))
             )
