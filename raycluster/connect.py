@@ -46,6 +46,8 @@ def ray_cluster(address: str) -> Iterator[None]:
     failed = False
     try:
         yield
+    except UsageError:  # bad input, said in one line: the session holds nothing more to read
+        raise
     except BaseException:
         failed = True
         raise

@@ -3,6 +3,7 @@ checkpoint is best, and where instance groups become Ray resources."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from raycluster.evals.records import FAILED, SKIPPED, VALIDATED, EvalRecord, cur
 from raycluster.evals.resources import task_options, wanted
 from raycluster.launch.requirements import requirements
 from raycluster.lerobot.api import parse_train_config
+from raycluster.lerobot.flags import read_flags
 from raycluster.sagemaker.host_node import group_resources
 from raycluster.sagemaker.topology import Topology
 from raycluster.sim.opt_ml import instance_groups
@@ -65,19 +67,29 @@ def test_evaluation_flags_out_of_range_are_refused(settings, said):
     assert said in str(refused.value)
 
 
-def lerobot_cfg(dataset, *flags: str):
-    return parse_train_config(inline_off([*dataset_flags(dataset), *TINY_ACT, *COMMON, *flags]), validate=True)
+def lerobot_flags(dataset, *flags: str) -> list[str]:
+    return inline_off([*dataset_flags(dataset), *TINY_ACT, *COMMON, *flags])
 
 
 ASYNC = ClusterConfig(async_eval=True, checkpoint_dir="/ckpt")
 
 
 def test_the_plan_follows_lerobots_flags_and_turns_its_inline_evaluations_off(dataset):
-    cfg = lerobot_cfg(dataset, "--dataset.eval_split=0.25", "--env.type=pusht", "--eval_steps=5", "--env_eval_freq=5")
+    args = lerobot_flags(
+        dataset, "--dataset.eval_split=0.25", "--env.type=pusht", "--eval_steps=5", "--env_eval_freq=5"
+    )
+    cfg = parse_train_config(args, validate=True)
     assert (cfg.eval_steps, cfg.env_eval_freq) == (0, 0)  # LeRobot's loop evaluates nothing itself
-    plan = plan_for_run(ClusterConfig(async_eval=True, checkpoint_dir="/c", keep_best="pc_success").evals(), cfg)
+    # The driver plans from the flags as it reads them without LeRobot; they agree with what LeRobot resolved.
+    flags = read_flags(args, dt.datetime.now())
+    assert (flags.eval_split, flags.has_env, flags.save_checkpoint) == (
+        cfg.dataset.eval_split,
+        True,
+        cfg.save_checkpoint,
+    )
+    plan = plan_for_run(ClusterConfig(async_eval=True, checkpoint_dir="/c", keep_best="pc_success").evals(), flags)
     assert plan.held_out and plan.rollouts and plan.metric == "pc_success" and plan.device == "cpu"
-    assert plan_for_run(ClusterConfig().evals(), cfg) is None
+    assert plan_for_run(ClusterConfig().evals(), flags) is None
 
 
 @pytest.mark.parametrize(
@@ -92,7 +104,7 @@ def test_the_plan_follows_lerobots_flags_and_turns_its_inline_evaluations_off(da
 def test_a_plan_that_cannot_be_kept_is_refused_before_any_cluster(dataset, flags, settings, said):
     cluster = ClusterConfig(async_eval=True, checkpoint_dir="/c", **settings)
     with pytest.raises(UsageError) as refused:
-        plan_for_run(cluster.evals(), lerobot_cfg(dataset, *flags))
+        plan_for_run(cluster.evals(), read_flags(lerobot_flags(dataset, *flags), dt.datetime.now()))
     assert said in str(refused.value)
 
 

@@ -13,22 +13,19 @@ from raycluster.cluster_config import ClusterConfig
 from raycluster.errors import UsageError
 from raycluster.lerobot import api as lerobot_api
 from raycluster.lerobot.api import LoopHooks
-from raycluster.lerobot.lines import Placement, installed_line
+from raycluster.lerobot.lines import Placement, installed_line, line_for, train_parameters
 from raycluster.lerobot.lines.accelerator_built import AcceleratorBuilt
 from raycluster.lerobot.lines.accelerator_given import AcceleratorGiven
 
 
-def test_the_installed_lerobot_is_driven_by_the_adapter_its_train_fits(monkeypatch):
+def test_the_installed_lerobot_is_driven_by_the_adapter_its_train_fits():
     # 0.6.x: train(cfg, accelerator); main (LeRobot's next release): train(cfg), its own Accelerator.
     expected = {"0.6": AcceleratorGiven, "main": AcceleratorBuilt}[os.environ.get(LEROBOT_LINE, "0.6")]
     assert isinstance(installed_line(), expected)
-
-    def train(cfg, engine):  # a LeRobot whose train neither line fits
-        raise AssertionError("never called")
-
-    monkeypatch.setattr(lerobot_train, "train", train)
+    # The line is read from LeRobot's source, so that the driver need not import it: the same parameters.
+    assert train_parameters()[0] == list(inspect.signature(lerobot_train.train).parameters)
     with pytest.raises(UsageError, match=r"train\(cfg, engine\).*LeRobot 0\.6\.x .* or LeRobot main"):
-        installed_line()
+        line_for(["cfg", "engine"], True)  # a LeRobot whose train neither line fits
 
 
 def test_checkpoint_layout_names_are_lerobots():

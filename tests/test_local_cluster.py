@@ -4,13 +4,14 @@ import json
 import os
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import REPO, TINY_ACT, dataset_flags, run_cli
 
 
 def http_status(url: str, token: str | None = None) -> int:
@@ -70,6 +71,46 @@ def test_token_auth_refuses_strangers_and_admits_the_token(local_head):
     driver = [sys.executable, "-c", "import ray; ray.init(address='127.0.0.1:6379'); print(len(ray.nodes()))"]
     assert client({}, *driver, timeout=60).returncode != 0
     assert client(authed, *driver, timeout=60).stdout.strip().endswith("1")
+
+
+RAY_SINGLETONS = {"TrainStateActor", "_AutoscalingCoordinatorActor"}
+"""Ray's own detached actors, made once per cluster by the first Ray Train run and kept for its dashboard."""
+
+
+def alive_actors(authed: dict) -> list[str]:
+    """The classes of the actors alive on the running cluster, as a client connected with the token sees them
+    (Ray's own singletons left out)."""
+    code = (
+        "import ray; from ray.util.state import list_actors; ray.init(address='127.0.0.1:6379', logging_level='ERROR');"
+        "print([a.class_name for a in list_actors(filters=[('state', '=', 'ALIVE')])])"
+    )
+    listed = client(authed, sys.executable, "-c", code, timeout=60)
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    return [name for name in eval(listed.stdout.strip().splitlines()[-1]) if name not in RAY_SINGLETONS]
+
+
+def test_a_flag_lerobot_refuses_on_a_running_cluster_ends_in_one_line_and_leaves_nothing(local_head, dataset, tmp_path):
+    # The driver does not import LeRobot, so LeRobot refuses `--steps=ten` on the rank, before any step: the
+    # reason comes back as the usage error it was before, and nothing of the run stays on the cluster.
+    state = local_head[0]
+    authed = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(state / "auth_token")}
+    out = tmp_path / "out"
+    result = client(
+        authed,
+        *(sys.executable, "-m", "raycluster", "train", "--cluster.address=127.0.0.1:6379"),
+        *("--cluster.num_workers=1", "--cluster.cpus_per_worker=1", *dataset_flags(dataset), *TINY_ACT),
+        *(f"--output_dir={out}", "--steps=ten"),
+    )
+    errors = [line for line in result.stderr.splitlines() if line.startswith("raycluster train: error:")]
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert (
+        len(errors) == 1 and "LeRobot rejected the training flags" in errors[0] and "Couldn't parse 'ten'" in errors[0]
+    ), errors
+    assert not out.exists()  # nothing written where the run would have trained
+    deadline = time.monotonic() + 60
+    while (actors := alive_actors(authed)) and time.monotonic() < deadline:
+        time.sleep(2)
+    assert actors == [], actors
 
 
 def ray_processes_under(temp_dir: str) -> list[str]:

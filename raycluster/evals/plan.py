@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from raycluster.errors import UsageError
 from raycluster.evals.resources import HELD_OUT_METRICS, task_options
 from raycluster.evals.settings import EvalSettings
+from raycluster.lerobot.flags import TrainFlags
 
 INLINE_OFF = ("--eval_steps=0", "--env_eval_freq=0")
 """LeRobot's own evaluations inside its loop (the same names in 0.6.x and main); the last flag given wins."""
@@ -29,15 +30,14 @@ class EvalPlan:
         return "cuda" if self.options.get("num_gpus") else "cpu"
 
 
-def plan_for_run(settings: EvalSettings, cfg) -> EvalPlan | None:
+def plan_for_run(settings: EvalSettings, flags: TrainFlags) -> EvalPlan | None:
     """The run's evaluation plan (None without ``--cluster.async_eval``); a run that asks for evaluations it
     cannot get is refused here, before any cluster starts."""
     if not settings.enabled:
         return None
-    split = getattr(cfg.dataset, "eval_split", 0.0) if cfg.dataset is not None else 0.0
     plan = EvalPlan(
-        held_out=split > 0,
-        rollouts=cfg.env is not None,
+        held_out=flags.eval_split > 0,
+        rollouts=flags.has_env,
         options=task_options(settings.resources),
         timeout_s=settings.timeout_s,
         metric=settings.keep_best,
@@ -47,7 +47,7 @@ def plan_for_run(settings: EvalSettings, cfg) -> EvalPlan | None:
             "--cluster.async_eval=true has nothing to evaluate: give --dataset.eval_split=0.1 (the loss on held-out "
             "episodes) and/or --env.type=pusht (rollouts in a simulation)"
         )
-    if not cfg.save_checkpoint:
+    if not flags.save_checkpoint:
         raise UsageError("--cluster.async_eval=true evaluates checkpoints: drop --save_checkpoint=false")
     if plan.metric in HELD_OUT_METRICS and not plan.held_out:
         raise UsageError(f"--cluster.keep_best={plan.metric} needs held-out episodes: give --dataset.eval_split=0.1")

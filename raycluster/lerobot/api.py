@@ -15,6 +15,7 @@ line. The touch points, each with a test in ``tests/test_lerobot_api.py``:
 # No `from __future__ import annotations`: LeRobot's parser.wrap reads the annotation of the function it
 # wraps as a class, and a postponed annotation is a string.
 import contextlib
+import copy
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -40,8 +41,26 @@ def lerobot_argv(args: list[str]) -> Iterator[None]:
         sys.argv = saved
 
 
-def parse_train_config(args: list[str], validate: bool):
-    """Parse ``args`` exactly as ``lerobot-train`` would; a rejected flag becomes a UsageError."""
+@contextlib.contextmanager
+def lerobot_refusals(args: list[str], echo: bool, what: str) -> Iterator[None]:
+    """LeRobot at work on ``args`` (as its ``sys.argv``): whatever it raises, its parser's exit included, becomes a
+    UsageError naming what LeRobot said. ``echo``: LeRobot's usage and error reach stderr too."""
+    with lerobot_argv(args), StderrCopy(sys.stderr, echo) as stderr:
+        try:
+            yield
+        except SystemExit as exc:
+            # LeRobot's parser has printed its usage and its own "error: ..." line; the latter says what is wrong.
+            said = [line.strip() for line in stderr.text().splitlines() if line.strip()]
+            start = max((i for i, line in enumerate(said) if "error:" in line), default=max(len(said) - 1, 0))
+            reason = " ".join(said[start:]) or f"exit {exc.code}"
+            raise UsageError(f"LeRobot rejected the training {what}: {reason}") from None
+        except Exception as exc:  # draccus and validate() raise plain exceptions of many kinds
+            raise UsageError(f"LeRobot rejected the training {what}: {exc}") from None
+
+
+def parse_train_config(args: list[str], validate: bool, echo: bool = True):
+    """Parse ``args`` exactly as ``lerobot-train`` would (and, with ``validate``, return the config LeRobot's
+    ``validate()`` fills in); a rejected flag becomes a UsageError. ``echo``: as in ``lerobot_refusals``."""
     from lerobot.configs import parser
     from lerobot.configs.train import TrainPipelineConfig
     from lerobot.scripts import lerobot_train  # importing it registers every policy type
@@ -52,23 +71,24 @@ def parse_train_config(args: list[str], validate: bool):
     def _parsed(cfg: TrainPipelineConfig) -> TrainPipelineConfig:
         return cfg
 
-    with lerobot_argv(args), StderrCopy(sys.stderr) as stderr:
-        try:
-            cfg = _parsed()
-        except SystemExit as exc:
-            # parser.wrap has printed LeRobot's usage and its own "error: ..." line; the latter says what is wrong.
-            said = [line.strip() for line in stderr.text().splitlines() if line.strip()]
-            start = max((i for i, line in enumerate(said) if "error:" in line), default=max(len(said) - 1, 0))
-            reason = " ".join(said[start:]) or f"exit {exc.code}"
-            raise UsageError(f"LeRobot rejected the training flags: {reason}") from None
-        except Exception as exc:  # draccus raises plain exceptions for unknown choices and fields
-            raise UsageError(f"LeRobot rejected the training flags: {exc}") from None
-        if validate:
-            try:
-                cfg.validate()
-            except (ValueError, FileExistsError, FileNotFoundError, NotImplementedError) as exc:
-                raise UsageError(f"LeRobot rejected the training config: {exc}") from None
-    return cfg
+    with lerobot_refusals(args, echo, "flags"):
+        cfg = _parsed()
+    return validated(cfg, args, echo) if validate else cfg
+
+
+def validated(cfg, args: list[str], echo: bool = True, output_dir_checked: bool = False):
+    """A copy of ``cfg`` (parsed from ``args``) as LeRobot's ``validate()`` fills it in; ``cfg`` stays as it was,
+    since LeRobot's ``train`` validates its config itself. ``output_dir_checked``: the caller has refused an
+    output dir that exists already (the driver does, before any cluster starts), so LeRobot's own check is left
+    out: a worker group that Ray Train starts again would fail it on the dir the first one made."""
+    checked = copy.deepcopy(cfg)
+    if output_dir_checked:
+        checked.output_dir = None
+    with lerobot_refusals(args, echo, "config"):
+        checked.validate()
+    if output_dir_checked:
+        checked.output_dir = cfg.output_dir
+    return checked
 
 
 def flag_value(args: list[str], name: str) -> str | None:

@@ -5,14 +5,15 @@ import sys
 
 
 class StderrCopy(io.TextIOBase):
-    """stderr as it is, and a copy of what was written while it is in place."""
+    """stderr as it is (unless ``echo`` is false: then only the copy), and a copy of what was written while it
+    is in place."""
 
-    def __init__(self, stream):
-        self.stream, self.copy = stream, io.StringIO()
+    def __init__(self, stream, echo: bool = True):
+        self.stream, self.copy, self.echo = stream, io.StringIO(), echo
 
     def write(self, text: str) -> int:
         self.copy.write(text)
-        return self.stream.write(text)
+        return self.stream.write(text) if self.echo else len(text)
 
     def flush(self) -> None:
         self.stream.flush()

@@ -22,7 +22,7 @@ from raycluster.lerobot.api import LoopHooks
 log = logging.getLogger(__name__)
 
 START_UP = (
-    "flags_checked",  # LeRobot's flags parsed and validated on the driver
+    "flags_checked",  # the flags read and checked on the driver (LeRobot checks them on the ranks)
     "cluster_ready",  # Ray started (private cluster) or joined
     "worker_group_ready",  # every Ray Train worker runs our loop, process group up (rank 0's first line)
     "start_agreed",  # where to start from, agreed by every rank

@@ -7,13 +7,14 @@ chosen by what the installed LeRobot offers, never by its version text.
 
 Everything else raycluster touches in LeRobot (its parser, the loop's hooks, the checkpoint layout) is the
 same in both and stays in ``raycluster/lerobot/api.py``. The next generation is one more module here
-and one more branch in ``installed_line``.
+and one more branch in ``line_for``.
 """
 
 from __future__ import annotations
 
-import inspect
+import ast
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from raycluster.errors import UsageError
@@ -70,23 +71,44 @@ class LeRobotLine(Protocol):
         """LeRobot's own loop on this rank, with ``args`` as its ``sys.argv``."""
 
 
-def installed_line() -> LeRobotLine:
-    """The adapter for the LeRobot installed here, by what its ``train`` takes."""
-    from importlib.metadata import version
+def train_parameters() -> tuple[list[str], bool]:
+    """The parameters of the installed LeRobot's ``train``, read from its source without importing LeRobot
+    (which costs the driver ~8 s), and whether it has ``lerobot.distributed.factory``."""
     from importlib.util import find_spec
 
-    from lerobot.scripts import lerobot_train
+    spec = find_spec("lerobot")
+    if spec is None or not spec.submodule_search_locations:
+        raise UsageError(f"LeRobot is not installed here; raycluster supports {SUPPORTED}")
+    package = Path(spec.submodule_search_locations[0])
+    script = package / "scripts" / "lerobot_train.py"
+    tree = ast.parse(script.read_text()) if script.is_file() else ast.Module([], [])
+    train = next((node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "train"), None)
+    if train is None:
+        raise UsageError(
+            f"the installed LeRobot has no lerobot.scripts.lerobot_train.train; raycluster supports {SUPPORTED}"
+        )
+    parameters = [arg.arg for arg in (*train.args.posonlyargs, *train.args.args, *train.args.kwonlyargs)]
+    return parameters, (package / "distributed" / "factory.py").is_file()
 
-    parameters = list(inspect.signature(lerobot_train.train).parameters)
+
+def line_for(parameters: list[str], has_distributed_factory: bool) -> LeRobotLine:
+    """The adapter for a LeRobot whose ``train`` takes ``parameters``."""
     if parameters[:2] == ["cfg", "accelerator"]:
         from raycluster.lerobot.lines.accelerator_given import AcceleratorGiven
 
         return AcceleratorGiven()
-    if parameters == ["cfg"] and find_spec("lerobot.distributed.factory") is not None:
+    if parameters == ["cfg"] and has_distributed_factory:
         from raycluster.lerobot.lines.accelerator_built import AcceleratorBuilt
 
         return AcceleratorBuilt()
+    from importlib.metadata import version
+
     raise UsageError(
-        f"lerobot {version('lerobot')} is installed, whose train{inspect.signature(lerobot_train.train)} "
+        f"lerobot {version('lerobot')} is installed, whose train({', '.join(parameters)}) "
         f"raycluster cannot drive; it supports {SUPPORTED}"
     )
+
+
+def installed_line() -> LeRobotLine:
+    """The adapter for the LeRobot installed here, by what its ``train`` takes."""
+    return line_for(*train_parameters())

@@ -35,18 +35,25 @@ class TrainingStopped(Exception):
 
 
 def summarize(
-    result: WorkerResult, cfg, restarts: int, times: Timeline, stopped_by: str | None, curves, evals: dict, ledger
+    result: WorkerResult,
+    output_dir: Path,
+    restarts: int,
+    times: Timeline,
+    stopped_by: str | None,
+    curves,
+    evals: dict,
+    ledger,
 ) -> RunSummary:
     measured = {f.name: getattr(result, f.name) for f in fields(Measured)}
     return RunSummary(
         **measured,
-        steps=cfg.steps,
+        steps=result.steps,
         restarts=restarts,
         wall_s=times.phases["summary_written"],
         phases=times.phases,
         recoveries=times.recoveries,
-        effective_batch_size=cfg.batch_size * result.world_size,
-        output_dir=str(Path(cfg.output_dir).resolve()),
+        effective_batch_size=result.batch_size * result.world_size,
+        output_dir=str(output_dir),
         stopped_by=stopped_by if result.interrupted_at is not None else None,
         curves=curves,
         evaluations=evals["evaluations"],

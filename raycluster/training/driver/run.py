@@ -1,4 +1,4 @@
-"""The driver of a training run: checks the flags, builds a TorchTrainer, runs it, writes the summary.
+"""The driver of a training run: reads the flags (without importing LeRobot), builds a TorchTrainer, runs it, writes the summary.
 
 ``raycluster train`` and ``jobs/train_lerobot.py`` both come here.
 """
@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import logging
 import os
 import tempfile
@@ -22,16 +23,14 @@ from raycluster.checkpoints.roots import open_store
 from raycluster.cluster_config import ClusterConfig
 from raycluster.connect import check_capacity, ray_cluster
 from raycluster.curves.keeper import curves_for_run, finish_curves
+from raycluster.errors import UsageError
 from raycluster.evals.best import finish_evals
 from raycluster.evals.plan import inline_off, plan_for_run
 from raycluster.faults import NO_FAULTS, Faults
 from raycluster.ledger import process_started
-from raycluster.lerobot.api import (
-    flag_value,
-    parse_train_config,
-    resumed_step,
-)
+from raycluster.lerobot.api import flag_value, resumed_step
 from raycluster.lerobot.dataset import check_dataset_root
+from raycluster.lerobot.flags import TrainFlags, read_flags
 from raycluster.lerobot.lines import installed_line
 from raycluster.training.driver.causes import failure_cause
 from raycluster.training.driver.keepers import RunKeepers, keepers_for_run, publish_model
@@ -44,6 +43,7 @@ from raycluster.training.phases import FailureSeen, Phase, mark_phases, timeline
 from raycluster.training.summary import RunSummary
 from raycluster.training.watch.watchdog import Allowances, watch_for_hangs
 from raycluster.training.worker.config import WorkerConfig, WorkerResult
+from raycluster.training.worker.flags_check import Refused
 from raycluster.training.worker.loop import train_loop_per_worker
 
 log = logging.getLogger(__name__)
@@ -64,27 +64,37 @@ def staging_dir(given: str) -> Iterator[str]:
 
 
 def prepare_lerobot_args(cluster: ClusterConfig, args: list[str], resuming: bool):
-    """Validate LeRobot's flags here, before any cluster starts, as the installed LeRobot line takes them
-    with ours, and pin the output dir so that every worker (and this driver) agree on it even when LeRobot
-    would have made one up from the clock. A run that will resume from the keeper's checkpoint is only
-    parsed: its output dir may exist, and LeRobot validates the saved config when it resumes."""
+    """LeRobot's flags as the installed line takes them with ours, what the driver needs of them, and the output
+    dir pinned so that every worker (and this driver) agree on it even when LeRobot would have made one up from
+    the clock. Nothing here imports LeRobot (~8 s): LeRobot parses and validates the flags on the ranks, before
+    their first step (``worker/flags_check.py``); what can be refused without it is refused here, before any
+    cluster starts. A run that will resume from the keeper's checkpoint may find its output dir there."""
     cluster.check_outputs()
-    line = installed_line()
-    args = line.plan_args(args, cluster.line())
+    args = installed_line().plan_args(args, cluster.line())
     if cluster.async_eval:  # every checkpoint is evaluated apart instead (raycluster/evals)
         args = inline_off(args)
     resumed_step(args)  # a --config_path we could not read a step from: refused before any cluster starts
-    cfg = parse_train_config(args, validate=not resuming)
-    line.check_config(cfg, cluster.line())
-    if cfg.dataset is not None and cfg.dataset.root is not None:
-        check_dataset_root(Path(cfg.dataset.root))
-    if flag_value(args, "output_dir") is None:
-        args = [*args, f"--output_dir={cfg.output_dir}"]
-    return cfg, args, plan_for_run(cluster.evals(), cfg)
+    flags = read_flags(args, dt.datetime.now())
+    if not (resuming or flags.resume) and Path(flags.output_dir).is_dir():
+        raise UsageError(
+            f"--output_dir={flags.output_dir} already exists and --resume is not true: give a new --output_dir "
+            "(nothing in this one was touched)"
+        )
+    if flags.dataset_root is not None:
+        check_dataset_root(Path(flags.dataset_root))
+    if not flag_value(args, "output_dir"):
+        args = [*args, f"--output_dir={flags.output_dir}"]
+    return flags, args, plan_for_run(cluster.evals(), flags)
 
 
 def make_trainer(
-    cluster: ClusterConfig, cfg, args: list[str], journal, keepers: RunKeepers, curves, board
+    cluster: ClusterConfig,
+    flags: TrainFlags,
+    args: list[str],
+    journal,
+    keepers: RunKeepers,
+    curves,
+    board,
 ) -> TorchTrainer:
     """Ray Train's TorchTrainer over ``train_loop_per_worker``, publishing through the run's keepers."""
     worker = WorkerConfig(
@@ -92,6 +102,7 @@ def make_trainer(
         cluster.use_gpu,
         cluster.mixed_precision,
         journal,
+        line_settings=cluster.line(),
         checkpoint_keeper=keepers.checkpoints,
         part_stores=keepers.part_stores,
         curves=curves,
@@ -109,11 +120,19 @@ def make_trainer(
             resources_per_worker=None if cluster.use_gpu else {"CPU": cluster.cpus_per_worker},
         ),
         run_config=RunConfig(
-            name=f"{cfg.job_name}-{Path(cfg.output_dir).resolve().name}",
+            name=f"{flags.job_name}-{Path(flags.output_dir).resolve().name}",
             failure_config=FailureConfig(max_failures=cluster.max_failures),
             callbacks=[FailureSeen(journal)],
         ),
     )
+
+
+def trained(trainer: TorchTrainer, stop: StopRequest) -> WorkerResult:
+    """Rank 0's result; LeRobot's refusal of the flags on the ranks (nothing trained or written) as a usage error."""
+    result: WorkerResult | Refused = fit_listening(trainer, stop).return_value
+    if isinstance(result, Refused):
+        raise UsageError(result.reason)
+    return result
 
 
 def run_training(
@@ -125,34 +144,35 @@ def run_training(
     started = process_started()
     cluster, lerobot_args = absolute_paths(cluster, lerobot_args, Path.cwd())
     resuming = bool(cluster.checkpoint_dir) and has_complete_checkpoint(cluster.checkpoint_dir)
-    cfg, args, plan = prepare_lerobot_args(cluster, lerobot_args, resuming)
+    flags, args, plan = prepare_lerobot_args(cluster, lerobot_args, resuming)
     recorded = [Phase("flags_checked", time.time(), 0)]
-    log.info("effective batch = batch_size %d x world_size %d x grad_accum 1 = %d samples per step",
-             cfg.batch_size, cluster.num_workers, cfg.batch_size * cluster.num_workers)  # fmt: skip
     # Checkpoints are assembled beside the keepers, on this node: in a directory of this run's unless given.
     with ray_cluster(cluster.address), staging_dir(cluster.staging_dir) as staging:
         recorded.append(Phase("cluster_ready", time.time(), 0))
         check_capacity(cluster.num_workers, cluster.use_gpu, cluster.cpus_per_worker)
         journal = RunJournal.remote()
-        output_dir = Path(cfg.output_dir).resolve()
+        output_dir = Path(flags.output_dir).resolve()
         curves = curves_for_run(cluster, output_dir, staging)
         # The stacks' file beside the summary: the model dir first, which SageMaker keeps (its output dir is scratch).
         kept = [Path(cluster.model_dir)] if cluster.model_dir else []
         board = watch_for_hangs(cluster.hang_timeout_s, [*kept, output_dir], journal)
         keepers = keepers_for_run(cluster, plan, staging, curves, faults)
-        trainer = make_trainer(cluster, cfg, args, journal, keepers, curves, board[0] if board else None)
+        trainer = make_trainer(cluster, flags, args, journal, keepers, curves, board[0] if board else None)
         fitted = threading.Event()
         forward_to_journal(stop, journal, fitted)
         if board:
             board[1].start(fitted)
         try:
-            result: WorkerResult = fit_listening(trainer, stop).return_value
+            result = trained(trainer, stop)
             recorded.append(Phase("training_returned", time.time(), 0))
             stopped = result.interrupted_at is not None
             evals = finish_evals(keepers.evals, stopped, cluster.eval_timeout_s)  # those still running, waited for
             recorded += [Phase("evaluations_done", time.time(), 0), *ray.get(journal.phases.remote(), timeout=60)]
             evals = publish_model(evals, keepers, cluster, stopped, staging, faults)
             mark_phases(curves, recorded, started)
+        except UsageError:  # refused on the ranks: nothing was trained, and the curves keeper has nothing to publish
+            curves = None
+            raise
         except Exception as exc:
             raise TrainingFailed(f"training failed: {failure_cause(exc, journal)}") from exc
         finally:
@@ -162,6 +182,6 @@ def run_training(
     recorded.append(Phase("summary_written", time.time(), 0))
     times = timeline(recorded, started)
     ledger = kept_ledger(cluster, output_dir, started, times, steps)
-    summary = summarize(result, cfg, attempts - 1, times, stop.name, png, evals, ledger)
+    summary = summarize(result, output_dir, attempts - 1, times, stop.name, png, evals, ledger)
     report(summary, cluster, result, stop)
     return summary

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from raycluster.lerobot.lines import LineSettings
 from raycluster.training.summary import Measured
 
 
@@ -15,6 +16,8 @@ class WorkerConfig:
     mixed_precision: str
     journal: object
     """RunJournal actor handle."""
+    line_settings: LineSettings = LineSettings()
+    """Ours that the installed line checks LeRobot's resolved config against."""
     checkpoint_keeper: object | None = None
     """CheckpointKeeper owning --cluster.checkpoint_dir, when set."""
     part_stores: dict | None = None
@@ -30,7 +33,12 @@ class WorkerConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class WorkerResult(Measured):
-    """What rank 0 returns to the driver (Ray Train's ``Result.return_value``)."""
+    """What rank 0 returns to the driver (Ray Train's ``Result.return_value``) when LeRobot trained."""
+
+    steps: int
+    """``--steps`` as LeRobot resolved it."""
+    batch_size: int
+    """Each rank's ``--batch_size`` as LeRobot resolved it."""
 
     lost: str | None = None
     """Why the newest checkpoint is not in the checkpoint root, when it is not."""

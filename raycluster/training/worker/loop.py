@@ -21,6 +21,7 @@ from raycluster.training.watch.progress import PUBLISHING, STARTING, ProgressBea
 from raycluster.training.watch.stacks import answer_stack_requests
 from raycluster.training.worker.config import WorkerConfig, WorkerResult
 from raycluster.training.worker.curve_hooks import CurveHooks
+from raycluster.training.worker.flags_check import FlagsRefused, Refused, agree_on_flags
 from raycluster.training.worker.publishing import publish_all, uploads_failed
 from raycluster.training.worker.recorder import StepRecorder
 from raycluster.training.worker.resume import ANSWER_S, Start, agree_on_start
@@ -50,19 +51,31 @@ def rank_hosts(node: str, rank: int, world_size: int) -> list[str]:
     return hosts
 
 
-def begin(worker: WorkerConfig, rank: int, local_rank: int, world_size: int):
+def begin(worker: WorkerConfig, rank: int, local_rank: int, world_size: int, entered: float):
     """This rank's start: its beats from its first line (as its worker group's number, the journal's word, asked
     before any collective), so a rank stuck importing LeRobot, in the first collective or fetching the checkpoint
-    it resumes from is watched; LeRobot's flags read; where every rank starts, agreed.
+    it resumes from is watched; LeRobot's flags checked by every rank (``FlagsRefused`` on every rank when one
+    refused them) and read; where every rank starts, agreed.
     (the installed LeRobot line, its config, the ``Start``, the beacon or None)"""
     beacon = None
     if worker.progress is not None:
         group = ray.get(worker.journal.group_of.remote(worker_group()), timeout=ANSWER_S)
         beacon = rank_beacon(worker.progress, rank, group, world_size, worker.beats_every_s)
     line = installed_line()
-    cfg = parse_train_config(worker.lerobot_args, validate=False)
+    try:
+        cfg = agree_on_flags(worker, line, rank, world_size)
+    except FlagsRefused:
+        if beacon is not None:
+            beacon.stop()
+        raise
+    if rank == 0:
+        log.info("effective batch = batch_size %d x world_size %d x grad_accum 1 = %d samples per step",
+                 cfg.batch_size, world_size, cfg.batch_size * world_size)  # fmt: skip
     keeper, part_store = worker.checkpoint_keeper, local_part_store(worker.part_stores)
     start = agree_on_start(worker.lerobot_args, keeper, part_store, worker.journal, cfg, rank, local_rank, world_size)
+    if rank == 0:  # the group was ready when this rank began (``entered``)
+        worker.journal.phase.remote(Phase("worker_group_ready", entered, start.attempt))
+        worker.journal.phase.remote(Phase("start_agreed", time.time(), start.attempt, start.resumed_from or 0))
     if beacon is not None:
         beacon.now(STARTING)  # agreed (the checkpoint resumed from in place): LeRobot's set-up begins
     return line, cfg, start, beacon
@@ -136,7 +149,7 @@ def landed(worker: WorkerConfig, line, cfg, start: Start, node: str, rank: int, 
     return args, cfg, checkpoint_shipping(worker.part_stores, keeper, rank, hosts, start.attempt, every_rank_saves)
 
 
-def train_loop_per_worker(config: dict) -> WorkerResult | None:
+def train_loop_per_worker(config: dict) -> WorkerResult | Refused | None:
     entered = time.time()
     worker = WorkerConfig(**config)
     context = ray.train.get_context()
@@ -145,10 +158,10 @@ def train_loop_per_worker(config: dict) -> WorkerResult | None:
     answer_stack_requests()
     node = ray.util.get_node_ip_address()
     log.info("raycluster worker rank %d of %d, pid %d, node %s", rank, world_size, os.getpid(), node)
-    line, cfg, start, beacon = begin(worker, rank, context.get_local_rank(), world_size)
-    if rank == 0:  # the group was ready when this rank began
-        worker.journal.phase.remote(Phase("worker_group_ready", entered, start.attempt))
-        worker.journal.phase.remote(Phase("start_agreed", time.time(), start.attempt, start.resumed_from or 0))
+    try:
+        line, cfg, start, beacon = begin(worker, rank, context.get_local_rank(), world_size, entered)
+    except FlagsRefused as refused:
+        return Refused(str(refused)) if rank == 0 else None
     args, cfg, shipping = landed(worker, line, cfg, start, node, rank, world_size)
     placement = Placement(rank, world_size, worker.use_gpu, worker.mixed_precision)
     device = ray.train.torch.get_device()
@@ -166,6 +179,8 @@ def train_loop_per_worker(config: dict) -> WorkerResult | None:
     tracker.wait()  # after the checkpoints: a stop's save is published first
     result = WorkerResult(
         world_size=world_size,
+        steps=cfg.steps,
+        batch_size=cfg.batch_size,
         backend=backend,
         policy_wrapper=recorder.policy_class,
         mixed_precision=line.precision(cfg, placement),
