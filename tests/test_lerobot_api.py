@@ -26,6 +26,8 @@ def test_the_installed_lerobot_is_driven_by_the_adapter_its_train_fits():
     assert train_parameters()[0] == list(inspect.signature(lerobot_train.train).parameters)
     with pytest.raises(UsageError, match=r"train\(cfg, engine\).*LeRobot 0\.6\.x .* or LeRobot main"):
         line_for(["cfg", "engine"], True)  # a LeRobot whose train neither line fits
+    with pytest.raises(UsageError, match=r"train\(cfg\)"):
+        line_for(["cfg"], False)  # train(cfg) without LeRobot main's distributed factory
 
 
 def test_checkpoint_layout_names_are_lerobots():

@@ -7,17 +7,18 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from conftest import REPO, TINY_ACT
+from conftest import TINY_ACT
 from raycluster.errors import UsageError
 from raycluster.lerobot.api import parse_train_config, validated
 from raycluster.lerobot.flags import read_flags
-from raycluster.lerobot.lines import LineSettings, installed_line
+from raycluster.lerobot.lines import LineSettings
 from raycluster.training.worker.config import WorkerConfig
 from raycluster.training.worker.flags_check import FlagsRefused, agree_on_flags
 
@@ -102,14 +103,24 @@ def test_the_ranks_leave_the_output_dirs_check_to_the_driver(tmp_path):
     assert validated(cfg, args, output_dir_checked=True).output_dir == cfg.output_dir == tmp_path
 
 
-def test_the_driver_imports_no_lerobot():
-    # LeRobot's import costs the driver ~8 s a run; the ranks import it anyway.
-    code = (
-        "import sys, raycluster.training.driver.run; print(sorted(m for m in sys.modules if m.startswith('lerobot')))"
-    )
-    loaded = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert loaded.returncode == 0, loaded.stderr[-2000:]
-    assert loaded.stdout.strip() == "[]"
+DRIVER = """
+import sys
+from raycluster.cluster_config import ClusterConfig
+from raycluster.training.driver.run import prepare_lerobot_args
+flags, args, plan = prepare_lerobot_args(ClusterConfig(), ["--dataset.repo_id=x/y", "--policy.type=act"], False)
+print([arg for arg in args if arg.startswith("--output_dir=")])
+print(sorted(m for m in sys.modules if m.startswith("lerobot")))
+"""
+
+
+def test_the_driver_reads_the_flags_without_importing_lerobot_and_pins_an_absolute_output_dir(tmp_path):
+    # LeRobot's import costs the driver ~8 s a run; the ranks import it anyway. Its default output dir is relative,
+    # and Ray Train's workers run in directories of their own: the driver pins it absolute.
+    read = subprocess.run([sys.executable, "-c", DRIVER], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert read.returncode == 0, read.stderr[-2000:]
+    pinned, modules = read.stdout.strip().splitlines()[-2:]
+    assert modules == "[]"
+    assert pinned.startswith(f"['--output_dir={tmp_path}/outputs/train/") and pinned.endswith("_act']"), pinned
 
 
 def agree(rank: int, port: int, args_by_rank: list[list[str]], verdicts) -> None:
@@ -119,7 +130,7 @@ def agree(rank: int, port: int, args_by_rank: list[list[str]], verdicts) -> None
     dist.init_process_group("gloo", rank=rank, world_size=2)
     worker = WorkerConfig(args, False, "auto", journal=None, line_settings=LineSettings(2))
     try:
-        agree_on_flags(worker, installed_line(), rank, 2)
+        agree_on_flags(worker, rank, 2)
         verdicts[rank] = "agreed"
     except FlagsRefused as refused:
         verdicts[rank] = str(refused)
@@ -135,5 +146,10 @@ def test_a_flag_one_rank_refuses_ends_every_rank_with_its_reason():
         port = s.getsockname()[1]
     good = [*DATASET, *TINY_ACT]
     verdicts = mp.get_context("spawn").Manager().dict()
-    mp.spawn(agree, args=(port, [good, [*good, "--steps=ten"]], verdicts), nprocs=2, join=True)
+    ranks = mp.spawn(agree, args=(port, [good, [*good, "--steps=ten"]], verdicts), nprocs=2, join=False)
+    deadline = time.monotonic() + 180
+    while not ranks.join(timeout=5) and time.monotonic() < deadline:
+        pass
+    for process in ranks.processes:  # a rank still waiting in the gather is stopped, not left behind
+        process.kill()
     assert verdicts[0] == verdicts[1] and "Couldn't parse 'ten' into an int" in verdicts[0], dict(verdicts)

@@ -57,8 +57,8 @@ class LeRobotLine(Protocol):
         cannot run is refused (UsageError)."""
 
     def check_config(self, cfg, cluster: LineSettings) -> None:
-        """On the driver, once LeRobot has resolved the flags (a ``--config_path`` file included): a setting
-        this line cannot honour with ours is refused (UsageError)."""
+        """On every rank, before its first step, once LeRobot has resolved the flags (a ``--config_path`` file
+        included): a setting this line cannot honour with ours is refused (UsageError)."""
 
     def worker_args(self, args: list[str], hosts: list[str], sharding: str) -> list[str]:
         """On every rank, once the ranks know each other's hosts (``hosts[rank]``): the flags that depend on

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import logging
 import os
@@ -75,6 +76,9 @@ def prepare_lerobot_args(cluster: ClusterConfig, args: list[str], resuming: bool
         args = inline_off(args)
     resumed_step(args)  # a --config_path we could not read a step from: refused before any cluster starts
     flags = read_flags(args, dt.datetime.now())
+    if not flag_value(args, "output_dir"):  # pinned; made absolute here, as Ray Train's workers run elsewhere
+        flags = dataclasses.replace(flags, output_dir=str(Path(flags.output_dir).resolve()))
+        args = [*args, f"--output_dir={flags.output_dir}"]
     if not (resuming or flags.resume) and Path(flags.output_dir).is_dir():
         raise UsageError(
             f"--output_dir={flags.output_dir} already exists and --resume is not true: give a new --output_dir "
@@ -82,8 +86,6 @@ def prepare_lerobot_args(cluster: ClusterConfig, args: list[str], resuming: bool
         )
     if flags.dataset_root is not None:
         check_dataset_root(Path(flags.dataset_root))
-    if not flag_value(args, "output_dir"):
-        args = [*args, f"--output_dir={flags.output_dir}"]
     return flags, args, plan_for_run(cluster.evals(), flags)
 
 
@@ -127,11 +129,18 @@ def make_trainer(
     )
 
 
-def trained(trainer: TorchTrainer, stop: StopRequest) -> WorkerResult:
-    """Rank 0's result; LeRobot's refusal of the flags on the ranks (nothing trained or written) as a usage error."""
+class RunRefused(UsageError):
+    """LeRobot refused the flags on the ranks: nothing was trained or written."""
+
+
+def trained(trainer: TorchTrainer, stop: StopRequest, curves) -> WorkerResult:
+    """Rank 0's result; LeRobot's refusal of the flags on the ranks as ``RunRefused``, the curves keeper (which
+    has nothing to publish then) ended first."""
     result: WorkerResult | Refused = fit_listening(trainer, stop).return_value
     if isinstance(result, Refused):
-        raise UsageError(result.reason)
+        if curves is not None:
+            ray.kill(curves)
+        raise RunRefused(result.reason)
     return result
 
 
@@ -163,15 +172,15 @@ def run_training(
         if board:
             board[1].start(fitted)
         try:
-            result = trained(trainer, stop)
+            result = trained(trainer, stop, curves)
             recorded.append(Phase("training_returned", time.time(), 0))
             stopped = result.interrupted_at is not None
             evals = finish_evals(keepers.evals, stopped, cluster.eval_timeout_s)  # those still running, waited for
             recorded += [Phase("evaluations_done", time.time(), 0), *ray.get(journal.phases.remote(), timeout=60)]
             evals = publish_model(evals, keepers, cluster, stopped, staging, faults)
             mark_phases(curves, recorded, started)
-        except UsageError:  # refused on the ranks: nothing was trained, and the curves keeper has nothing to publish
-            curves = None
+        except RunRefused:
+            curves = None  # ended: nothing to finish
             raise
         except Exception as exc:
             raise TrainingFailed(f"training failed: {failure_cause(exc, journal)}") from exc

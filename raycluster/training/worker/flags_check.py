@@ -13,7 +13,7 @@ import torch.distributed as dist
 
 from raycluster.errors import UsageError
 from raycluster.lerobot.api import parse_train_config, validated
-from raycluster.lerobot.lines import LeRobotLine, LineSettings
+from raycluster.lerobot.lines import LineSettings, installed_line
 from raycluster.training.worker.config import WorkerConfig
 
 
@@ -28,26 +28,29 @@ class FlagsRefused(Exception):
     """Every rank's: the flags were refused (on this rank or another); the attempt ends before any step."""
 
 
-def checked_config(args: list[str], line: LeRobotLine, settings: LineSettings, rank: int):
-    """This rank's config of ``args``, as parsed (LeRobot's ``train`` validates it itself), and None when LeRobot
-    and the line take them; else None and why not. LeRobot's check that the output dir does not exist yet is the
-    driver's, made before any cluster started. Only rank 0 lets LeRobot print its usage, so a refusal is one usage
-    text in the log at any number of ranks."""
+def checked_config(args: list[str], settings: LineSettings, rank: int):
+    """The installed LeRobot line and this rank's config of ``args``, as parsed (LeRobot's ``train`` validates it
+    itself), and None when LeRobot and the line take them; else None, None and why not. LeRobot's check that the
+    output dir does not exist yet is the driver's, made before any cluster started. Only rank 0 lets LeRobot
+    print its usage, so a refusal is one usage text in the log at any number of ranks."""
     try:
+        line = installed_line()
         cfg = parse_train_config(args, validate=False, echo=rank == 0)
         line.check_config(validated(cfg, args, echo=rank == 0, output_dir_checked=True), settings)
     except UsageError as exc:
-        return None, str(exc)
-    return cfg, None
+        return None, None, str(exc)
+    except ImportError as exc:  # a LeRobot this host cannot import: every rank ends with its word, not only this
+        return None, None, f"LeRobot could not be imported on this host: {exc}"
+    return line, cfg, None
 
 
-def agree_on_flags(worker: WorkerConfig, line: LeRobotLine, rank: int, world_size: int):
-    """Every rank's check of the flags, then one verdict for all: this rank's config when every rank took them,
-    else ``FlagsRefused`` (the first refusing rank's reason) raised on every rank."""
-    cfg, reason = checked_config(worker.lerobot_args, line, worker.line_settings, rank)
+def agree_on_flags(worker: WorkerConfig, rank: int, world_size: int):
+    """Every rank's check of the flags, then one verdict for all: the installed LeRobot line and this rank's
+    config when every rank took them, else ``FlagsRefused`` (the first refusing rank's reason) on every rank."""
+    line, cfg, reason = checked_config(worker.lerobot_args, worker.line_settings, rank)
     reasons: list[str | None] = [None] * world_size
     dist.all_gather_object(reasons, reason)
     refused = next((reason for reason in reasons if reason is not None), None)
     if refused is not None:
         raise FlagsRefused(refused)
-    return cfg
+    return line, cfg

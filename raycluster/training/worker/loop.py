@@ -13,7 +13,7 @@ import torch.distributed as dist
 from raycluster.checkpoints.part_store import local_part_store
 from raycluster.lerobot import api as lerobot_api
 from raycluster.lerobot.api import parse_train_config
-from raycluster.lerobot.lines import Placement, installed_line
+from raycluster.lerobot.lines import Placement
 from raycluster.lerobot.log_lines import rank_logging
 from raycluster.training.interrupt import Interrupted, StopAgreement
 from raycluster.training.phases import LoopPhases, Phase
@@ -61,9 +61,8 @@ def begin(worker: WorkerConfig, rank: int, local_rank: int, world_size: int, ent
     if worker.progress is not None:
         group = ray.get(worker.journal.group_of.remote(worker_group()), timeout=ANSWER_S)
         beacon = rank_beacon(worker.progress, rank, group, world_size, worker.beats_every_s)
-    line = installed_line()
     try:
-        cfg = agree_on_flags(worker, line, rank, world_size)
+        line, cfg = agree_on_flags(worker, rank, world_size)
     except FlagsRefused:
         if beacon is not None:
             beacon.stop()
