@@ -14,6 +14,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml  # draccus's own dependency, so LeRobot's
+
 from raycluster.errors import UsageError
 from raycluster.lerobot.api import flag_value
 
@@ -52,8 +54,9 @@ class FlagView:
         """The policy's type (or the reward model's), as LeRobot names the job after it; ``policy`` when it is
         only known once LeRobot loads a ``--policy.path`` that is not a local directory."""
         for model in ("policy", "reward_model"):
-            if self.get(f"{model}.type"):
-                return self.get(f"{model}.type")
+            given = self.get(f"{model}.type")
+            if given:
+                return given
             path = self.get(f"{model}.path")
             if path and (Path(path) / "config.json").is_file():
                 return str(json.loads((Path(path) / "config.json").read_text()).get("type", model))
@@ -69,12 +72,7 @@ def config_file(path: str | None) -> dict:
     file = Path(path) / "train_config.json" if Path(path).is_dir() else Path(path)
     try:
         text = file.read_text()
-        if file.suffix == ".toml":
-            loaded = tomllib.loads(text)
-        else:
-            import yaml  # draccus's own dependency; JSON is YAML too
-
-            loaded = yaml.safe_load(text)
+        loaded = tomllib.loads(text) if file.suffix == ".toml" else yaml.safe_load(text)  # JSON is YAML too
     except Exception as exc:  # no such file, or not JSON, YAML or TOML
         raise UsageError(
             f"--config_path={path}: not a readable config file here ({type(exc).__name__}); give a local "
@@ -90,8 +88,6 @@ def boolean(view: FlagView, name: str, default: bool) -> bool:
     text = view.get(name)
     if text is None:
         return default
-    import yaml
-
     value = yaml.safe_load(text)
     if not isinstance(value, bool):
         raise UsageError(f"--{name}={text}: true or false")
