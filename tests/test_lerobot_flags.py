@@ -106,8 +106,10 @@ def test_the_ranks_leave_the_output_dirs_check_to_the_driver(tmp_path):
 DRIVER = """
 import sys
 from raycluster.cluster_config import ClusterConfig
+from pathlib import Path
 from raycluster.training.driver.run import prepare_lerobot_args
-flags, args, plan = prepare_lerobot_args(ClusterConfig(), ["--dataset.repo_id=x/y", "--policy.type=act"], False)
+args = ["--dataset.repo_id=x/y", "--policy.type=act"]
+flags, args, plan = prepare_lerobot_args(ClusterConfig(), args, False, Path.cwd())
 print([arg for arg in args if arg.startswith("--output_dir=")])
 print(sorted(m for m in sys.modules if m.startswith("lerobot")))
 """

@@ -6,7 +6,7 @@ import pytest
 
 from raycluster.cluster_config import ClusterConfig
 from raycluster.errors import UsageError
-from raycluster.training.driver.paths import absolute_paths
+from raycluster.training.driver.paths import absolute_paths, pinned_output_dir
 
 
 def test_relative_paths_become_absolute_against_the_users_directory(tmp_path):
@@ -54,3 +54,13 @@ def test_a_relative_place_to_write_inside_rays_working_dir_copy_is_refused(tmp_p
         absolute_paths(ClusterConfig(), ["--dataset.root=data/synthetic"], copy)
     with pytest.raises(UsageError, match="write path flags as --output_dir=PATH"):
         absolute_paths(ClusterConfig(), ["--output_dir", "x"], Path("/"))
+
+
+def test_no_output_dir_inside_rays_working_dir_copy_is_refused_and_elsewhere_pinned_absolute(tmp_path):
+    # LeRobot's default output dir is relative: in Ray's copy of the --working-dir it would vanish with the job.
+    copy = tmp_path / "session_x" / "runtime_resources" / "working_dir_files" / "_ray_pkg_1"
+    default = "outputs/train/2026-12-07/06-00-00_act"
+    with pytest.raises(UsageError, match=r"no --output_dir given, .*\(outputs/train/.*give --output_dir=ABSOLUTE_PATH"):
+        pinned_output_dir(default, copy)
+    assert pinned_output_dir("/runs/a", copy) == "/runs/a"  # a --config_path file's absolute one is kept
+    assert pinned_output_dir(default, tmp_path) == f"{tmp_path}/{default}"

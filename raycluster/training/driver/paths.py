@@ -44,6 +44,17 @@ def _absolute(flag: str, value: str, cwd: Path, writes: bool) -> str:
     return str((cwd / value).resolve())
 
 
+def pinned_output_dir(value: str, cwd: Path) -> str:
+    """The output dir LeRobot would use when no ``--output_dir`` is given (its default, or a ``--config_path``
+    file's), made absolute against ``cwd``. Inside Ray's working-dir copy it would vanish with the job: refused."""
+    if in_ray_working_dir_copy(cwd) and not Path(value).is_absolute():
+        raise UsageError(
+            f"no --output_dir given, and the one LeRobot would use ({value}) lies in Ray's temporary copy of its "
+            f"--working-dir ({cwd}), which is deleted afterwards: give --output_dir=ABSOLUTE_PATH"
+        )
+    return str((cwd / value).resolve())
+
+
 def absolute_paths(cluster: ClusterConfig, lerobot_args: list[str], cwd: Path) -> tuple[ClusterConfig, list[str]]:
     """``cluster`` and ``lerobot_args`` with every relative path made absolute against ``cwd``."""
     changes = {

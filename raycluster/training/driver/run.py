@@ -36,7 +36,7 @@ from raycluster.lerobot.lines import installed_line
 from raycluster.training.driver.causes import failure_cause
 from raycluster.training.driver.keepers import RunKeepers, keepers_for_run, publish_model
 from raycluster.training.driver.outcome import TrainingFailed, kept_ledger, report, summarize
-from raycluster.training.driver.paths import absolute_paths
+from raycluster.training.driver.paths import absolute_paths, pinned_output_dir
 from raycluster.training.driver.ray_train_env import set_ray_train_defaults
 from raycluster.training.interrupt import StopRequest, fit_listening, forward_to_journal
 from raycluster.training.journal import RunJournal
@@ -64,7 +64,7 @@ def staging_dir(given: str) -> Iterator[str]:
         yield made
 
 
-def prepare_lerobot_args(cluster: ClusterConfig, args: list[str], resuming: bool):
+def prepare_lerobot_args(cluster: ClusterConfig, args: list[str], resuming: bool, cwd: Path):
     """LeRobot's flags as the installed line takes them with ours, what the driver needs of them, and the output
     dir pinned so that every worker (and this driver) agree on it even when LeRobot would have made one up from
     the clock. Nothing here imports LeRobot (~8 s): LeRobot parses and validates the flags on the ranks, before
@@ -77,7 +77,7 @@ def prepare_lerobot_args(cluster: ClusterConfig, args: list[str], resuming: bool
     resumed_step(args)  # a --config_path we could not read a step from: refused before any cluster starts
     flags = read_flags(args, dt.datetime.now())
     if not flag_value(args, "output_dir"):  # pinned; made absolute here, as Ray Train's workers run elsewhere
-        flags = dataclasses.replace(flags, output_dir=str(Path(flags.output_dir).resolve()))
+        flags = dataclasses.replace(flags, output_dir=pinned_output_dir(flags.output_dir, cwd))
         args = [*args, f"--output_dir={flags.output_dir}"]
     if not (resuming or flags.resume) and Path(flags.output_dir).is_dir():
         raise UsageError(
@@ -151,9 +151,10 @@ def run_training(
     saves as a periodic checkpoint and the keeper publishes (``TrainingStopped``). ``faults``: a test's, if any."""
     stop = stop or StopRequest()
     started = process_started()
-    cluster, lerobot_args = absolute_paths(cluster, lerobot_args, Path.cwd())
+    cwd = Path.cwd()
+    cluster, lerobot_args = absolute_paths(cluster, lerobot_args, cwd)
     resuming = bool(cluster.checkpoint_dir) and has_complete_checkpoint(cluster.checkpoint_dir)
-    flags, args, plan = prepare_lerobot_args(cluster, lerobot_args, resuming)
+    flags, args, plan = prepare_lerobot_args(cluster, lerobot_args, resuming, cwd)
     recorded = [Phase("flags_checked", time.time(), 0)]
     # Checkpoints are assembled beside the keepers, on this node: in a directory of this run's unless given.
     with ray_cluster(cluster.address), staging_dir(cluster.staging_dir) as staging:
