@@ -17,7 +17,8 @@ from raycluster.checkpoints.commits import Commits
 from raycluster.checkpoints.export import export_folder
 from raycluster.checkpoints.keeper import CheckpointKeeper
 from raycluster.checkpoints.manifest import MANIFEST, WRITTEN, manifest_of, problems
-from raycluster.checkpoints.part_store import NameCalls, PartStore
+from raycluster.checkpoints.name_calls import NameCalls
+from raycluster.checkpoints.part_store import PartStore
 from raycluster.checkpoints.parts import Complete, GivenUp, Part, PartSet
 from raycluster.checkpoints.placements import REMEMBERED_NAMES, Placements, Removal
 from raycluster.checkpoints.store import LocalStore
@@ -270,6 +271,52 @@ def test_a_place_cut_off_by_its_part_stores_death_fails_its_checkpoint_at_once_n
     eventually(lambda: not any((root / "checkpoints" / "000001").exists() for root in hosts.roots), 30)
     ray.get(hosts.save(tmp_path, "000002", 1))
     assert outcome(hosts.keeper, "000002", deadline_s=60) is None
+
+
+@ray.remote(num_cpus=0, max_concurrency=4)
+class GatedKeeper:
+    """Takes a part store's word of a staged part as the keeper does, each only once ``gate`` exists: a keeper
+    whose word threads are busy."""
+
+    def __init__(self, gate: str):
+        self.gate, self.words = Path(gate), []
+
+    def part_arrived(self, name: str, attempt: int, part: int, parts: int, manifest: dict, holder) -> None:
+        while not self.gate.exists():
+            time.sleep(0.05)
+        self.words.append((name, attempt, part))
+
+    def heard(self) -> list:
+        return self.words
+
+
+@pytest.mark.cluster  # a local Ray of this module's
+def test_a_stage_returns_once_the_keeper_took_its_word_so_a_death_before_that_says_it_again(local_ray, tmp_path):
+    """A word a part store sent and did not wait for died with its process once, after its stage had returned:
+    Ray ran nothing again, and the keeper waited out its 300 s part deadline (a run of the 8-host sim test)."""
+    gate, root = tmp_path / "gate", tmp_path / "algo-1" / "checkpoints"
+    keeper = GatedKeeper.remote(str(gate))
+    store = PartStore.remote(str(root), str(root.parent / "staging"), keeper)
+    source = tmp_path / "save" / "000001"
+    source.mkdir(parents=True)
+    (source / "model.safetensors").write_bytes(b"weights")
+    staging = store.stage.remote("000001", 1, 0, 1, str(source))
+    eventually(lambda: list((root.parent / "staging").glob("raycluster-parts-*/000001.attempt1.part0")), 30)
+    assert not ray.wait([staging], timeout=2)[0]  # staged, and not returned while its word waits
+    ray.kill(store, no_restart=False)  # its process dies with the word in flight; Ray starts it again
+    gate.touch()
+    assert ray.get(staging, timeout=60) == len(b"weights")  # the stage Ray ran again on the store started again
+    assert ("000001", 1, 0) in ray.get(keeper.heard.remote())
+
+
+@pytest.mark.cluster  # a local Ray of this module's
+def test_a_stage_ray_runs_again_after_a_place_of_it_found_nothing_stages_nothing(local_ray, tmp_path):
+    """A place and a stage both cut off by a death reach the store started again in no set order: a place that
+    came first fails the checkpoint, and a copy staged after it would stay in staging for the rest of the run."""
+    hosts = Hosts(tmp_path, 1)
+    ray.get(hosts.stores[0].place.remote("000001", 1, 0, {}, None), timeout=30)  # no staged copy: refused
+    assert ray.get(hosts.save(tmp_path, "000001", 1), timeout=30) == [0]
+    assert not list((hosts.roots[0].parent / "staging").glob("raycluster-parts-*/000001*"))
 
 
 @pytest.mark.cluster  # a local Ray of this module's

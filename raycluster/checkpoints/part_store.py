@@ -14,12 +14,8 @@ import logging
 import os
 import shutil
 import tempfile
-import threading
 import time
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import ray
@@ -27,6 +23,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from raycluster.checkpoints.commits import PLACE_DEADLINE_S
 from raycluster.checkpoints.manifest import CHUNK_BYTES, MANIFEST, manifest_of
+from raycluster.checkpoints.name_calls import NameCalls
 from raycluster.checkpoints.placements import NO_STAGED_COPY, Placements, Removal
 from raycluster.checkpoints.roots import open_store
 from raycluster.checkpoints.scratch import owned_suffix, remove_orphans
@@ -44,42 +41,11 @@ def link_or_copy(source: Path, target: Path) -> None:
         shutil.copy2(source, target)
 
 
-@dataclass
-class Turn:
-    """One checkpoint's lock, and how many calls hold it or wait for it."""
-
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    calls: int = 0
-
-
-class NameCalls:
-    """One place or removal of a checkpoint at a time (a late one then sees what the other did), calls for other
-    checkpoints beside it; a call that waits longer than ``timeout_s`` for its turn fails, so a place stalled on
-    its disk or upload holds one thread, not every thread that comes to wait behind it."""
-
-    def __init__(self) -> None:
-        self._guard = threading.Lock()
-        self._turns: dict[str, Turn] = {}
-        """name -> its turn; gone when no call holds or waits for it."""
-
-    @contextmanager
-    def one_at_a_time(self, name: str, timeout_s: float) -> Iterator[None]:
-        with self._guard:
-            turn = self._turns.setdefault(name, Turn())
-            turn.calls += 1
-        try:
-            if not turn.lock.acquire(timeout=timeout_s):
-                raise TimeoutError(f"another place or removal of checkpoint {name} took longer than {timeout_s:.0f} s")
-            try:
-                yield
-            finally:
-                turn.lock.release()
-        finally:
-            with self._guard:
-                turn.calls -= 1
-                if turn.calls == 0:
-                    del self._turns[name]
-
+WORD_S = 60.0
+"""How long a part store's call waits for the keeper to take its word (a part staged, placed, or not) before the
+call returns. A word sent and not waited for is lost if the process dies before it leaves: the call had returned,
+so Ray runs nothing again, and the keeper waited out its deadline (300 s in a run of the 8-host test). A call that
+returns only once its word is taken is one Ray runs again on the store started again, which says it anew."""
 
 RESTARTS = 3
 """How many times Ray starts a host's part store again after its process died (its node alive): without it, every
@@ -128,18 +94,25 @@ class PartStore:
         be staged, after telling the keeper (the checkpoint then fails, and nothing of it is published)."""
         staged, started = self._staged(name, attempt, part), time.monotonic()
         try:
-            shutil.rmtree(staged, ignore_errors=True)
-            staged.mkdir(parents=True)
-            for path in sorted(Path(source).rglob("*")) if Path(source).is_dir() else []:
-                if path.is_file() and path.name != MANIFEST:
-                    link_or_copy(path, staged / path.relative_to(source))
-            manifest = manifest_of(staged)
+            # Never beside a place of it: Ray may take this stage and the keeper's place to a store started again.
+            with self._calls.one_at_a_time(name, PLACE_DEADLINE_S):
+                unwanted = self.placements.may_place(name, attempt)
+                if unwanted is not None:  # a place of it came first, or its removal: a copy would stay forever
+                    log.info("part %d of checkpoint %s (attempt %d) not staged: %s", part, name, attempt, unwanted)
+                    return 0
+                shutil.rmtree(staged, ignore_errors=True)
+                staged.mkdir(parents=True)
+                for path in sorted(Path(source).rglob("*")) if Path(source).is_dir() else []:
+                    if path.is_file() and path.name != MANIFEST:
+                        link_or_copy(path, staged / path.relative_to(source))
+                manifest = manifest_of(staged)
         except Exception as exc:
             shutil.rmtree(staged, ignore_errors=True)
             self.keeper.part_failed.remote(name, attempt, part, f"{type(exc).__name__}: {exc}")
-            raise
+            raise  # its shipper, a process that lives on, tells the keeper too
         me, size = ray.get_runtime_context().current_actor, sum(entry["size"] for entry in manifest.values())
-        self.keeper.part_arrived.remote(name, attempt, part, parts, manifest, me)
+        # Said again by a stage Ray runs again: the keeper takes the same part of one attempt once.
+        ray.get(self.keeper.part_arrived.remote(name, attempt, part, parts, manifest, me), timeout=WORD_S)
         log.info(
             "staged part %d of %d of checkpoint %s (attempt %d): %.1f MB in %.2fs",
             part,
@@ -162,6 +135,7 @@ class PartStore:
                 if refused is not None:
                     raise RuntimeError(f"not placed: {refused}")
                 if not staged.is_dir():  # a place Ray took to this store started again: the part died with the old
+                    self.placements.unstaged(name, attempt)
                     raise RuntimeError(f"not placed: {NO_STAGED_COPY}")
                 self.placements.placing(name, attempt, [*manifest, *([MANIFEST] if whole is not None else [])])
                 self.faults.delay_publish(name)
@@ -172,9 +146,9 @@ class PartStore:
                     self.store.place(staged, name, manifest)
         except Exception as exc:
             shutil.rmtree(staged, ignore_errors=True)
-            self.keeper.part_placed.remote(name, attempt, part, f"{type(exc).__name__}: {exc}")
+            ray.get(self.keeper.part_placed.remote(name, attempt, part, f"{type(exc).__name__}: {exc}"), timeout=WORD_S)
             return
-        self.keeper.part_placed.remote(name, attempt, part, None)
+        ray.get(self.keeper.part_placed.remote(name, attempt, part, None), timeout=WORD_S)
 
     def discard(self, name: str, attempt: int, part: int) -> None:
         shutil.rmtree(self._staged(name, attempt, part), ignore_errors=True)

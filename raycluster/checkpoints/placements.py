@@ -34,7 +34,8 @@ class Placements:
         self._placed: dict[str, tuple[int, tuple[str, ...]]] = {}
         """Which attempt's part of each recent checkpoint this host put in its root, and its files."""
         self._given_up: dict[tuple[str, int], bool] = {}
-        """(name, attempt) parts the keeper has said to remove: a place of one that comes later is refused."""
+        """(name, attempt) parts the keeper has said to remove, or whose place found no staged copy: a place or a
+        stage of one that comes later is refused."""
 
     def may_place(self, name: str, attempt: int) -> str | None:
         """Why ``attempt``'s part of ``name`` must not be placed now, or None if it may."""
@@ -44,6 +45,11 @@ class Placements:
         if newer > attempt:
             return f"attempt {newer}'s part of it is in place already"
         return None
+
+    def unstaged(self, name: str, attempt: int) -> None:
+        """A place of ``attempt``'s part found no staged copy (the part died with an earlier process): the keeper
+        fails that checkpoint, so a stage of it that Ray runs again on this process later must stage nothing."""
+        remember(self._given_up, (name, attempt), True, REMEMBERED_NAMES)
 
     def placing(self, name: str, attempt: int, files: list[str]) -> None:
         """Said before the write begins: a removal after a write that failed halfway takes what it left."""

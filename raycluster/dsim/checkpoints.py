@@ -85,18 +85,53 @@ class World:
         if host.store_epoch != epoch:  # cut off by its part store's death: Ray takes the stage to the new one
             self.stores.call(host, lambda: self._stage(host, attempt, name))
             return
-        if failed:
+        if failed:  # its shipper tells the keeper, a process that lives on
             self.stage_failed.add((name, attempt))
             self.sim.send(
                 lambda: self._carry_out(self.commits.failed(name, attempt, host.index, "staging failed", self.sim.now))
             )
-        else:
-            host.staged.add((name, attempt))
-            host.staging.add((name, attempt))
-            part = Part(host.index, {f"part{host.index}": {"size": 1, WRITTEN: name}}, host.holder)
-            hosts = self.profile.hosts
-            self.sim.send(lambda: self._carry_out(self.commits.arrived(name, attempt, part, hosts, self.sim.now)))
-        self._act(host, attempt, host.queue.staged(name))
+            self._act(host, attempt, host.queue.staged(name))
+            return
+        if host.placements.may_place(name, attempt) is not None:  # as the part store does: nothing staged
+            self._act(host, attempt, host.queue.staged(name))
+            return
+        host.staged.add((name, attempt))
+        host.staging.add((name, attempt))
+        part = Part(host.index, {f"part{host.index}": {"size": 1, WRITTEN: name}}, host.holder)
+        hosts = self.profile.hosts
+        self._say(
+            host,
+            epoch,
+            lambda: self.commits.arrived(name, attempt, part, hosts, self.sim.now),
+            returned=lambda: (
+                self._act(host, attempt, host.queue.staged(name)) if self._current(host, attempt) else None
+            ),
+            again=lambda: self._stage(host, attempt, name),
+        )
+
+    def _current(self, host: Host, attempt: int) -> bool:
+        return host.alive and attempt == self.attempt
+
+    def _say(self, host: Host, epoch: int, word, returned, again) -> None:
+        """A part store's word to the keeper, and its call's return once the keeper took it (``returned``), as the
+        part store waits for it. A word still in the process when it dies may go with it (it may have left
+        already: a coin), and the call, cut off before it returned, reaches the store started again: ``again``
+        (a place cut off is already on its way there: ``StoreProcesses.dies``). A repeated word returns once."""
+        heard: list[bool] = []
+
+        def taken() -> None:
+            died = host.store_epoch != epoch
+            if not died or self.sim.rng.random() < 0.5:
+                self._carry_out(word())
+            if heard:
+                return
+            heard.append(True)
+            if not died:
+                returned()
+            elif again is not None:
+                self.stores.call(host, again)
+
+        self.sim.send(taken)
 
     def _picked(self, host: Host, pick: Pick) -> None:
         if host.alive and pick.attempt == self.attempt:
@@ -107,22 +142,17 @@ class World:
             return
         if host.store_epoch != epoch:  # cut off by its part store's death (``_store_dies``)
             return
-        host.in_flight.remove(place)
         if (place.name, place.attempt) in host.lost and (place.name, place.attempt) not in host.staging:
-            error = f"not placed: {NO_STAGED_COPY}"
-            self.sim.send(
-                lambda: self._carry_out(self.commits.placed(place.name, place.attempt, place.part, error, self.sim.now))
-            )
+            host.placements.unstaged(place.name, place.attempt)
+            self._placed(host, place, epoch, f"not placed: {NO_STAGED_COPY}")
             return
         if host.root.get(place.name) == place.attempt:  # the same word twice: placed already
+            host.in_flight.remove(place)
             return
         refused = host.placements.may_place(place.name, place.attempt)
         if refused is not None:  # as the part store does: nothing written, its staged copy gone, the keeper told
             host.staging.discard((place.name, place.attempt))
-            error = f"not placed: {refused}"
-            self.sim.send(
-                lambda: self._carry_out(self.commits.placed(place.name, place.attempt, place.part, error, self.sim.now))
-            )
+            self._placed(host, place, epoch, f"not placed: {refused}")
             return
         if (place.name, place.attempt) not in host.staging:
             raise InvariantBroken(
@@ -132,8 +162,16 @@ class World:
         host.staging.discard((place.name, place.attempt))
         host.root[place.name] = place.attempt
         host.placements.placing(place.name, place.attempt, [])
-        self.sim.send(
-            lambda: self._carry_out(self.commits.placed(place.name, place.attempt, place.part, None, self.sim.now))
+        self._placed(host, place, epoch, None)
+
+    def _placed(self, host: Host, place: Place, epoch: int, error: str | None) -> None:
+        """The place's word; the place is in flight until the keeper took it."""
+        self._say(
+            host,
+            epoch,
+            lambda: self.commits.placed(place.name, place.attempt, place.part, error, self.sim.now),
+            returned=lambda: host.in_flight.remove(place),
+            again=None,
         )
 
     # The keeper's side: the very class CheckpointKeeper hosts, its effects carried out as the keeper's shell does.
