@@ -275,16 +275,20 @@ def test_a_place_cut_off_by_its_part_stores_death_fails_its_checkpoint_at_once_n
 
 @ray.remote(num_cpus=0, max_concurrency=4)
 class GatedKeeper:
-    """Takes a part store's word of a staged part as the keeper does, each only once ``gate`` exists: a keeper
-    whose word threads are busy."""
+    """Takes a part store's word of a staged part as the keeper does, each only once ``gate`` exists (a keeper
+    whose word threads are busy), and says how many words wait at the gate."""
 
     def __init__(self, gate: str):
-        self.gate, self.words = Path(gate), []
+        self.gate, self.words, self.at_gate = Path(gate), [], 0
 
     def part_arrived(self, name: str, attempt: int, part: int, parts: int, manifest: dict, holder) -> None:
+        self.at_gate += 1
         while not self.gate.exists():
             time.sleep(0.05)
         self.words.append((name, attempt, part))
+
+    def waiting(self) -> int:
+        return self.at_gate
 
     def heard(self) -> list:
         return self.words
@@ -301,12 +305,13 @@ def test_a_stage_returns_once_the_keeper_took_its_word_so_a_death_before_that_sa
     source.mkdir(parents=True)
     (source / "model.safetensors").write_bytes(b"weights")
     staging = store.stage.remote("000001", 1, 0, 1, str(source))
-    eventually(lambda: list((root.parent / "staging").glob("raycluster-parts-*/000001.attempt1.part0")), 30)
-    assert not ray.wait([staging], timeout=2)[0]  # staged, and not returned while its word waits
-    ray.kill(store, no_restart=False)  # its process dies with the word in flight; Ray starts it again
+    eventually(lambda: ray.get(keeper.waiting.remote()) == 1, 30)  # staged, its word at the keeper's gate
+    assert not ray.wait([staging], timeout=2)[0]  # and the stage has not returned
+    ray.kill(store, no_restart=False)  # its process dies before its word was taken; Ray starts it again
+    eventually(lambda: ray.get(keeper.waiting.remote()) == 2, 60)  # the stage run again says it anew
     gate.touch()
-    assert ray.get(staging, timeout=60) == len(b"weights")  # the stage Ray ran again on the store started again
-    assert ("000001", 1, 0) in ray.get(keeper.heard.remote())
+    assert ray.get(staging, timeout=60) == len(b"weights")
+    eventually(lambda: ray.get(keeper.heard.remote()) == [("000001", 1, 0)] * 2, 10)  # the dead one's word too
 
 
 @pytest.mark.cluster  # a local Ray of this module's

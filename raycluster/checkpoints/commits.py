@@ -70,7 +70,15 @@ class Commits:
     def arrived(self, name: str, attempt: int, part: Part, parts: int, now: float) -> list[Effect]:
         if self.failures.get(name, (attempt,))[0] < attempt:  # an older attempt's failure of this step
             del self.failures[name]
+        if self.parts.completed_with(name, attempt, part) and not self._waits_for(name, attempt, part.part):
+            # Ray ran its stage again after the keeper took its word (the part store died before returning):
+            # its place is over, so nothing would ever take this copy out of staging.
+            return [Discard(part.holder, name, attempt, part.part)]
         return self._decide(self.parts.arrived(name, attempt, parts, part, now), now)
+
+    def _waits_for(self, name: str, attempt: int, part: int) -> bool:
+        placing = self.placing.get(name)
+        return placing is not None and placing.complete.attempt == attempt and part in placing.waiting
 
     def failed(self, name: str, attempt: int, part: int, cause: str, now: float) -> list[Effect]:
         return self._decide(self.parts.failed(name, attempt, part, cause), now)

@@ -85,6 +85,15 @@ class PartStore:
                 ray.util.get_node_ip_address(),
             )
 
+    @staticmethod
+    def _said(word, name: str) -> None:
+        """The keeper took this word (``WORD_S``). Past that bound the word still waits in the keeper's queue and
+        will be taken: said, and the call goes on; raising would tell the keeper that a staged part failed."""
+        try:
+            ray.get(word, timeout=WORD_S)
+        except ray.exceptions.GetTimeoutError:
+            log.warning("checkpoint %s: the keeper has not taken this part store's word in %.0f s", name, WORD_S)
+
     def _staged(self, name: str, attempt: int, part: int) -> Path:
         return self.staging / f"{name}.attempt{attempt}.part{part}"
 
@@ -112,7 +121,7 @@ class PartStore:
             raise  # its shipper, a process that lives on, tells the keeper too
         me, size = ray.get_runtime_context().current_actor, sum(entry["size"] for entry in manifest.values())
         # Said again by a stage Ray runs again: the keeper takes the same part of one attempt once.
-        ray.get(self.keeper.part_arrived.remote(name, attempt, part, parts, manifest, me), timeout=WORD_S)
+        self._said(self.keeper.part_arrived.remote(name, attempt, part, parts, manifest, me), name)
         log.info(
             "staged part %d of %d of checkpoint %s (attempt %d): %.1f MB in %.2fs",
             part,
@@ -146,9 +155,9 @@ class PartStore:
                     self.store.place(staged, name, manifest)
         except Exception as exc:
             shutil.rmtree(staged, ignore_errors=True)
-            ray.get(self.keeper.part_placed.remote(name, attempt, part, f"{type(exc).__name__}: {exc}"), timeout=WORD_S)
+            self._said(self.keeper.part_placed.remote(name, attempt, part, f"{type(exc).__name__}: {exc}"), name)
             return
-        ray.get(self.keeper.part_placed.remote(name, attempt, part, None), timeout=WORD_S)
+        self._said(self.keeper.part_placed.remote(name, attempt, part, None), name)
 
     def discard(self, name: str, attempt: int, part: int) -> None:
         shutil.rmtree(self._staged(name, attempt, part), ignore_errors=True)

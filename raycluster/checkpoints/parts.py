@@ -111,6 +111,10 @@ class PartSet:
             decisions.append(Complete(name, attempt, dict(pending.parts), union, pending.first_arrival, now))
         return decisions
 
+    def completed_with(self, name: str, attempt: int, part: Part) -> bool:
+        """``part`` is the very word of a part of a set that completed (and is still remembered)."""
+        return self._repeat(self._complete.get((name, attempt), {}), part)
+
     @staticmethod
     def _repeat(parts: dict[int, Part], part: Part) -> bool:
         """The same word again (a message delivered twice): nothing new, and nothing to refuse."""

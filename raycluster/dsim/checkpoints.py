@@ -92,7 +92,9 @@ class World:
             )
             self._act(host, attempt, host.queue.staged(name))
             return
-        if host.placements.may_place(name, attempt) is not None:  # as the part store does: nothing staged
+        # As the part store does, nothing staged; it asks at the start, under the checkpoint's lock, where a place
+        # waits for the stage: here a place may come between, and fail for want of the copy (pessimistic).
+        if host.placements.may_place(name, attempt) is not None:
             self._act(host, attempt, host.queue.staged(name))
             return
         host.staged.add((name, attempt))
@@ -115,21 +117,24 @@ class World:
     def _say(self, host: Host, epoch: int, word, returned, again) -> None:
         """A part store's word to the keeper, and its call's return once the keeper took it (``returned``), as the
         part store waits for it. A word still in the process when it dies may go with it (it may have left
-        already: a coin), and the call, cut off before it returned, reaches the store started again: ``again``
-        (a place cut off is already on its way there: ``StoreProcesses.dies``). A repeated word returns once."""
+        already: a coin); a call cut off by a death before its return reached its caller, the word taken or not,
+        reaches the store started again: ``again`` (a place cut off is on its way there: ``StoreProcesses.dies``).
+        A repeated word returns once."""
         heard: list[bool] = []
+
+        def back() -> None:  # the return, at its caller
+            if host.store_epoch == epoch:
+                returned()
+            elif again is not None:
+                self.stores.call(host, again)
 
         def taken() -> None:
             died = host.store_epoch != epoch
             if not died or self.sim.rng.random() < 0.5:
                 self._carry_out(word())
-            if heard:
-                return
-            heard.append(True)
-            if not died:
-                returned()
-            elif again is not None:
-                self.stores.call(host, again)
+            if not heard:
+                heard.append(True)
+                self.sim.at(0.0 if died else self.sim.delay(), back)
 
         self.sim.send(taken)
 

@@ -42,8 +42,12 @@ class Scheduler:
     def send(self, call: Callable[[], None]) -> None:
         """A message: ``call`` runs where it is sent, after the network's delay (maybe twice, maybe late)."""
         for _ in range(2 if self.rng.random() < self.network.repeat_share else 1):
-            slow = self.rng.random() < self.network.slow_share
-            self.at(self.rng.uniform(*(self.network.slow_delay_s if slow else self.network.delay_s)), call)
+            self.at(self.delay(), call)
+
+    def delay(self) -> float:
+        """One message's time on the network (late for a ``slow_share`` of them)."""
+        slow = self.rng.random() < self.network.slow_share
+        return self.rng.uniform(*(self.network.slow_delay_s if slow else self.network.delay_s))
 
     def run(self, until_s: float, after_each: Callable[[], None] = lambda: None) -> None:
         """Run every event due up to ``until_s`` (or until none is left), ``after_each`` after every one."""
