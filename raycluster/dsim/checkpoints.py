@@ -101,42 +101,15 @@ class World:
         host.staging.add((name, attempt))
         part = Part(host.index, {f"part{host.index}": {"size": 1, WRITTEN: name}}, host.holder)
         hosts = self.profile.hosts
-        self._say(
+        self.stores.say(
             host,
             epoch,
-            lambda: self.commits.arrived(name, attempt, part, hosts, self.sim.now),
+            lambda: self._carry_out(self.commits.arrived(name, attempt, part, hosts, self.sim.now)),
             returned=lambda: (
-                self._act(host, attempt, host.queue.staged(name)) if self._current(host, attempt) else None
+                self._act(host, attempt, host.queue.staged(name)) if host.alive and attempt == self.attempt else None
             ),
             again=lambda: self._stage(host, attempt, name),
         )
-
-    def _current(self, host: Host, attempt: int) -> bool:
-        return host.alive and attempt == self.attempt
-
-    def _say(self, host: Host, epoch: int, word, returned, again) -> None:
-        """A part store's word to the keeper, and its call's return once the keeper took it (``returned``), as the
-        part store waits for it. A word still in the process when it dies may go with it (it may have left
-        already: a coin); a call cut off by a death before its return reached its caller, the word taken or not,
-        reaches the store started again: ``again`` (a place cut off is on its way there: ``StoreProcesses.dies``).
-        A repeated word returns once."""
-        heard: list[bool] = []
-
-        def back() -> None:  # the return, at its caller
-            if host.store_epoch == epoch:
-                returned()
-            elif again is not None:
-                self.stores.call(host, again)
-
-        def taken() -> None:
-            died = host.store_epoch != epoch
-            if not died or self.sim.rng.random() < 0.5:
-                self._carry_out(word())
-            if not heard:
-                heard.append(True)
-                self.sim.at(0.0 if died else self.sim.delay(), back)
-
-        self.sim.send(taken)
 
     def _picked(self, host: Host, pick: Pick) -> None:
         if host.alive and pick.attempt == self.attempt:
@@ -171,10 +144,10 @@ class World:
 
     def _placed(self, host: Host, place: Place, epoch: int, error: str | None) -> None:
         """The place's word; the place is in flight until the keeper took it."""
-        self._say(
+        self.stores.say(
             host,
             epoch,
-            lambda: self.commits.placed(place.name, place.attempt, place.part, error, self.sim.now),
+            lambda: self._carry_out(self.commits.placed(place.name, place.attempt, place.part, error, self.sim.now)),
             returned=lambda: host.in_flight.remove(place),
             again=None,
         )

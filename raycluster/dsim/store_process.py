@@ -1,7 +1,8 @@
 """A host's part store process that dies alone (its host lives) and that Ray starts again, as the checkpoint
 simulation's hosts go through it (``Profile.store_deaths``): what it had staged and its memory of placements
 are gone, its root is intact, and every call cut off by the death or sent while it was down reaches the store
-started again (the part store's ``max_task_retries``), once each and in no set order."""
+started again (the part store's ``max_task_retries``), once each and in no set order. A word it was sending to
+the keeper may die with it (``say``)."""
 
 from __future__ import annotations
 
@@ -52,6 +53,32 @@ class StoreProcesses:
         host.in_flight = []
         epoch = host.store_epoch
         self.sim.at(self.sim.rng.uniform(*self.profile.store_restart_s), lambda: self._started(host, epoch))
+
+    def say(
+        self, host: Host, epoch: int, word: Callable[[], None], returned: Callable[[], None], again: Callable | None
+    ) -> None:
+        """A part store's ``word`` to the keeper (begun in process ``epoch``), and its call's return once the keeper
+        took it (``returned``), as the part store waits for it. A word still in the process when it dies may go
+        with it (it may have left already: a coin); a call cut off by a death before its return reached its
+        caller, the word taken or not, reaches the store started again: ``again`` (a place cut off is on its way
+        there already: ``dies``). A repeated word returns once."""
+        heard: list[bool] = []
+
+        def back() -> None:  # the return, at its caller
+            if host.store_epoch == epoch:
+                returned()
+            elif again is not None:
+                self.call(host, again)
+
+        def taken() -> None:
+            died = host.store_epoch != epoch
+            if not died or self.sim.rng.random() < 0.5:
+                word()
+            if not heard:
+                heard.append(True)
+                self.sim.at(0.0 if died else self.sim.delay(), back)
+
+        self.sim.send(taken)
 
     def _started(self, host: Host, epoch: int) -> None:
         """Ray has started it again: a new process (no memory of placements); the calls held for it arrive in no

@@ -151,10 +151,9 @@ def run_training(
     saves as a periodic checkpoint and the keeper publishes (``TrainingStopped``). ``faults``: a test's, if any."""
     stop = stop or StopRequest()
     started = process_started()
-    cwd = Path.cwd()
-    cluster, lerobot_args = absolute_paths(cluster, lerobot_args, cwd)
+    cluster, lerobot_args = absolute_paths(cluster, lerobot_args, Path.cwd())
     resuming = bool(cluster.checkpoint_dir) and has_complete_checkpoint(cluster.checkpoint_dir)
-    flags, args, plan = prepare_lerobot_args(cluster, lerobot_args, resuming, cwd)
+    flags, args, plan = prepare_lerobot_args(cluster, lerobot_args, resuming, Path.cwd())
     recorded = [Phase("flags_checked", time.time(), 0)]
     # Checkpoints are assembled beside the keepers, on this node: in a directory of this run's unless given.
     with ray_cluster(cluster.address), staging_dir(cluster.staging_dir) as staging:
