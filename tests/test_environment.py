@@ -3,16 +3,21 @@ through real boto3), restored at the next start with the same key with no instal
 the archive is not what its record says, made anew when the requirements change, and kept on the host (a warm
 pool's persistent cache) with no download at all. The packages are hand-made wheels in a local index."""
 
+import compileall
+import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import boto3
 import pytest
 
 from conftest import REPO
+from raycluster.environment.archive import pack, unpack
 from raycluster.environment.prepare import MARKER, EnvironmentSettings, activate, prepare_environment
 from wheels import make_wheel, repack_installed
 
@@ -184,3 +189,43 @@ def test_the_environment_comes_first_for_this_process_and_its_children(tmp_path,
     assert environ["PYTHONPATH"].split(":") == [str(overlay), "/elsewhere"]
     assert environ["PATH"].split(":")[0] == str(overlay / "bin")
     sys.path.remove(str(overlay))  # this test's process is the pytest run's: left as it was
+
+
+def test_a_restored_archive_keeps_its_modules_compiled_its_modes_and_its_links_and_refuses_a_path_out(tmp_path):
+    """A restore writes its files from several threads: what it made must be what was packed. A module's
+    compiled copy stays valid only while its source keeps its mtime, so the restored one imports with no compile."""
+    packed = tmp_path / "packed"
+    (packed / "pkg" / "sub").mkdir(parents=True)
+    for i in range(300):  # enough files that the writers run side by side
+        (packed / "pkg" / "sub" / f"m{i}.py").write_text(f"VALUE = {i}\n")
+    (packed / "pkg" / "__init__.py").write_text("from pkg.sub import m7\nVALUE = m7.VALUE\n")
+    (packed / "pkg" / "sub" / "__init__.py").write_text("")
+    (packed / "bin").mkdir()
+    (packed / "bin" / "tool").write_text("#!/bin/sh\necho tool ran\n")
+    (packed / "bin" / "tool").chmod(0o755)
+    (packed / "bin" / "alias").symlink_to("tool")
+    os.link(packed / "pkg" / "sub" / "m1.py", packed / "pkg" / "same.py")
+    compileall.compile_dir(packed, quiet=1)
+    archive = tmp_path / "environment.tar"
+    restored = tmp_path / "restored"
+    unpack(archive, pack(packed, archive), restored)
+
+    compiled = restored / "pkg" / "__pycache__" / f"__init__.{sys.implementation.cache_tag}.pyc"
+    before = compiled.stat().st_mtime_ns
+    code = "import pkg; print(pkg.VALUE)"
+    done = subprocess.run([sys.executable, "-c", code], env={"PYTHONPATH": str(restored)}, capture_output=True,
+                          text=True, check=True)  # fmt: skip
+    assert done.stdout.strip() == "7" and compiled.stat().st_mtime_ns == before  # used as it was, not compiled again
+    assert subprocess.run([restored / "bin" / "alias"], capture_output=True, text=True).stdout == "tool ran\n"
+    assert (restored / "pkg" / "same.py").stat().st_ino == (restored / "pkg" / "sub" / "m1.py").stat().st_ino
+    assert sorted(p.relative_to(restored) for p in restored.rglob("*")) == sorted(
+        p.relative_to(packed) for p in packed.rglob("*")
+    )
+
+    # A member whose path leads out of the place is refused, and nothing of the archive is left behind.
+    outside = tmp_path / "outside"
+    with tarfile.open(archive, "w") as tar:
+        tar.add(packed / "pkg" / "sub" / "m1.py", arcname="../outside")
+    with pytest.raises(tarfile.FilterError):
+        unpack(archive, hashlib.sha256(archive.read_bytes()).hexdigest(), tmp_path / "again")
+    assert not outside.exists() and not list(tmp_path.glob("*again*"))
