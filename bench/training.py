@@ -52,9 +52,19 @@ def running(bench: Bench, plain_wall: float) -> None:
         cluster = json.loads((state / "cluster.json").read_text())
         bench.env = {**saved, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": cluster["token_path"]}
         ours = bench.raycluster("running/ray", f"--cluster.address={cluster['address']}")
+        _, out = bench.run([sys.executable, "bench/ray_train_floor.py", cluster["address"], str(bench.workers)])
+        floor = json.loads(out.split("FLOOR ", 1)[1].splitlines()[0])
     finally:
         bench.env = saved
         bench.run([*cli, "down", f"--state-dir={state}"])
     bench.phases["raycluster running"] = ours["phases"] | {"exited": ours["wall"]}
     diff = f"{ours['wall'] - plain_wall:+.1f} s"
     bench.rows.append(("running", "end-to-end wall s", plain_wall, ours["wall"], diff, "<= +5 s"))
+    # The floor under the running-cluster goal: Ray Train alone, a train function that does nothing, on the same
+    # cluster, against torchrun's first step (LeRobot imported, set up, one step taken).
+    first_step = bench.phases["torchrun"]["first_step"]
+    gap = f"{floor['first_line'] - first_step:+.1f} s"
+    bench.rows.append(("running", "s to the first line: torchrun's first step | Ray Train's no-op",
+                       first_step, floor["first_line"], gap, ""))  # fmt: skip
+    print(f"bench: Ray Train alone on the running cluster: a no-op train function began {floor['first_line']:.1f} s "
+          f"after its command started, {floor['fit']:.1f} s after fit()", flush=True)  # fmt: skip
