@@ -198,10 +198,16 @@ def local_ray(tmp_path_factory):
 class Hosts:
     """A keeper on algo-1's root and one part store per host, each with its own root and staging."""
 
-    def __init__(self, tmp_path, count: int, keep: int = 0, part_deadline_s: float = 300, faults: Faults = NO_FAULTS):
+    def __init__(self, tmp_path, count: int, keep: int = 0, part_deadline_s: float = 300, faults: Faults = NO_FAULTS,
+                 place_deadline_s: float = 300):  # fmt: skip
         self.roots = [tmp_path / f"algo-{n + 1}" / "checkpoints" for n in range(count)]
-        self.keeper = CheckpointKeeper.remote(str(self.roots[0]), keep, part_deadline_s=part_deadline_s, faults=faults)
-        self.stores = [PartStore.remote(str(r), str(r.parent / "staging"), self.keeper, faults) for r in self.roots]
+        self.keeper = CheckpointKeeper.remote(
+            str(self.roots[0]), keep, part_deadline_s=part_deadline_s, faults=faults, place_deadline_s=place_deadline_s
+        )
+        self.stores = [
+            PartStore.remote(str(r), str(r.parent / "staging"), self.keeper, faults, turn_s=place_deadline_s)
+            for r in self.roots
+        ]
         ray.get(self.keeper.attach.remote(self.stores))
 
     def save(self, tmp_path, name: str, attempt: int, hosts=None, payload: bytes = b"") -> list:
@@ -322,6 +328,24 @@ def test_a_stage_ray_runs_again_after_a_place_of_it_found_nothing_stages_nothing
     ray.get(hosts.stores[0].place.remote("000001", 1, 0, {}, None), timeout=30)  # no staged copy: refused
     assert ray.get(hosts.save(tmp_path, "000001", 1), timeout=30) == [0]
     assert not list((hosts.roots[0].parent / "staging").glob("raycluster-parts-*/000001*"))
+
+
+@pytest.mark.cluster  # a local Ray of this module's
+def test_a_removal_that_gives_up_waiting_behind_a_late_place_of_its_part_still_leaves_nothing_of_it(
+    local_ray, tmp_path
+):
+    """A placement fails at its deadline because a place is late, and that place holds the checkpoint's turn that
+    the removal waits for: a place later than the removal's own wait for its turn once left its part in the root
+    for good (no record names it; SageMaker uploads it). The place now takes back what it wrote."""
+    hosts = Hosts(tmp_path, 2, faults=Faults(publish_delay_s=6), place_deadline_s=2)  # every place takes 6 s
+    ray.get(hosts.save(tmp_path, "000001", 1))
+    why = outcome(hosts.keeper, "000001", deadline_s=30)  # failed at 2 s; each removal gives up its wait at 4 s
+    assert why == "parts [0, 1] not placed within 2 s", why
+    # The places end at 6 s: nothing of the checkpoint stays on either host, nor in staging.
+    parts = [root / "checkpoints" / "000001" for root in hosts.roots]
+    eventually(lambda: not any(p.exists() for p in parts) and not list(tmp_path.glob("algo-*/staging/*/*")), 30)
+    time.sleep(1)  # and nothing comes back after
+    assert not any(p.exists() for p in parts)
 
 
 @pytest.mark.cluster  # a local Ray of this module's
@@ -573,6 +597,18 @@ def test_a_late_place_or_removal_never_touches_a_newer_attempts_part():
     placements.placing("000008", 3, ["shard/__1_0.distcp"])
     assert placements.removal("000008", 3) == Removal(("shard/__1_0.distcp",))
     assert placements.removal("000004", None) == Removal(None) and placements.may_place("000004", 3) is None
+
+
+def test_a_place_whose_removal_came_while_it_was_written_takes_back_its_own_files_and_its_removal_then_none():
+    placements = Placements()
+    placements.placing("000003", 1, ["shard/__1_0.distcp"])
+    assert placements.written("000003", 1) is None  # no removal came: it stays
+    placements.placing("000004", 1, ["shard/__1_0.distcp"])
+    placements.give_up("000004", 1)  # its removal, before it waits for its turn behind this place
+    assert placements.written("000004", 1) == Removal(("shard/__1_0.distcp",))  # taken back by the place
+    # The removal's turn comes: this host's files of it, none (never every host's, on a root they all share).
+    assert placements.removal("000004", 1) == Removal(())
+    assert placements.may_place("000004", 1) == "attempt 1's part was given up before it could be placed"
 
 
 def test_a_part_store_remembers_its_placements_for_thousands_of_checkpoints_and_no_more():

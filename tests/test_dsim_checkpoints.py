@@ -87,6 +87,20 @@ def test_a_part_store_started_again_fails_only_the_checkpoints_it_held_and_none_
     assert not broken, broken[:5]
 
 
+def test_a_removal_that_gives_up_waiting_behind_a_late_place_leaves_nothing_in_any_root():
+    """Places that end after their deadline (up to three deadlines: past the removal's own wait for its turn behind
+    them) with part stores dying too: every invariant holds, no root keeps what no record names, and removals did
+    give up waiting (a removal once lost that way left its part for good)."""
+    gave_up = 0
+    for seed in range(60):
+        network = Network(slow_share=0.01, repeat_share=0.02)
+        deaths = (0, 1, 4)[seed % 3]
+        profile = Profile(hosts=HOSTS, saves=8, network=network, late_places=0.1, store_deaths=deaths)
+        gave_up += World(seed, profile).run().turns.removals_gave_up
+    print(f"60 seeds, a tenth of places late: {gave_up} removals gave up waiting for their turn")
+    assert gave_up > 0
+
+
 @pytest.mark.parametrize(
     "shape, slow",
     [

@@ -30,7 +30,7 @@ import time
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from raycluster.checkpoints.commits import Commits
+from raycluster.checkpoints.commits import PLACE_DEADLINE_S, Commits
 from raycluster.checkpoints.holds import Holds
 from raycluster.checkpoints.hosts import HostRoots
 from raycluster.checkpoints.pacing import Pick
@@ -60,6 +60,7 @@ class CheckpointKeeper:
         read_lease_s: float = READ_LEASE_S,
         part_deadline_s: float = PART_DEADLINE_S,
         faults: Faults = NO_FAULTS,
+        place_deadline_s: float = PLACE_DEADLINE_S,
     ):
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
         self.store = open_store(root)
@@ -69,7 +70,7 @@ class CheckpointKeeper:
         self.retention = Retention(keep, read_lease_s)
         # Its ``complete`` names are checked once (committed here, or verified against their manifest): never
         # hashed again in this run, neither at each save's retention nor in the stop window.
-        self.commits = Commits(part_deadline_s)
+        self.commits = Commits(part_deadline_s, place_deadline_s)
         # Checkpoints retention spares: each from its commit until its evaluation's outcome, and the best.
         self.holds = Holds(faults)
         self.hosts = HostRoots()

@@ -24,7 +24,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from raycluster.checkpoints.commits import PLACE_DEADLINE_S
 from raycluster.checkpoints.manifest import CHUNK_BYTES, MANIFEST, manifest_of
 from raycluster.checkpoints.name_calls import NameCalls
-from raycluster.checkpoints.placements import NO_STAGED_COPY, Placements, Removal
+from raycluster.checkpoints.placements import NO_STAGED_COPY, TAKEN_BACK, Placements, Removal
 from raycluster.checkpoints.roots import open_store
 from raycluster.checkpoints.scratch import owned_suffix, remove_orphans
 from raycluster.faults import NO_FAULTS, Faults
@@ -69,14 +69,17 @@ class PartStore:
     it; a removal of a placement the new process has no word of spares what a newer attempt's record names. A
     stage, a read and a retention's removal repeat harmlessly."""
 
-    def __init__(self, root: str, staging_dir: str, keeper, faults: Faults = NO_FAULTS):
+    def __init__(
+        self, root: str, staging_dir: str, keeper, faults: Faults = NO_FAULTS, turn_s: float = PLACE_DEADLINE_S
+    ):
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
         self.store, self.keeper, self.faults = open_store(root), keeper, faults
         Path(staging_dir).mkdir(parents=True, exist_ok=True)
         # What a part store that died had staged is of no use to anyone: its parts failed with it.
         remove_orphans(Path(staging_dir), "raycluster-parts-*")
         self.staging = Path(tempfile.mkdtemp(prefix="raycluster-parts-", suffix=owned_suffix(), dir=staging_dir))
-        self.placements, self._calls = Placements(), NameCalls()
+        # turn_s: how long a call waits for its checkpoint's turn (as long as the keeper waits for a place).
+        self.placements, self._calls, self.turn_s = Placements(), NameCalls(), turn_s
         if restarted():
             log.warning(
                 "the checkpoint part store on %s died and was started again: what it was staging is staged again, "
@@ -104,7 +107,7 @@ class PartStore:
         staged, started = self._staged(name, attempt, part), time.monotonic()
         try:
             # Never beside a place of it: Ray may take this stage and the keeper's place to a store started again.
-            with self._calls.one_at_a_time(name, PLACE_DEADLINE_S):
+            with self._calls.one_at_a_time(name, self.turn_s):
                 unwanted = self.placements.may_place(name, attempt)
                 if unwanted is not None:  # a place of it came first, or its removal: a copy would stay forever
                     log.info("part %d of checkpoint %s (attempt %d) not staged: %s", part, name, attempt, unwanted)
@@ -139,7 +142,7 @@ class PartStore:
         way, and writes the commit record into its own root once every host's part is in place."""
         staged = self._staged(name, attempt, part)
         try:
-            with self._calls.one_at_a_time(name, PLACE_DEADLINE_S):
+            with self._calls.one_at_a_time(name, self.turn_s):
                 refused = self.placements.may_place(name, attempt)
                 if refused is not None:
                     raise RuntimeError(f"not placed: {refused}")
@@ -153,6 +156,10 @@ class PartStore:
                     self.store.publish(staged, name)
                 else:
                     self.store.place(staged, name, manifest)
+                taken = self.placements.written(name, attempt)
+                if taken is not None:
+                    self._remove(name, taken)
+                    raise RuntimeError(f"not placed: {TAKEN_BACK}")
         except Exception as exc:
             shutil.rmtree(staged, ignore_errors=True)
             self._said(self.keeper.part_placed.remote(name, attempt, part, f"{type(exc).__name__}: {exc}"), name)
@@ -165,15 +172,22 @@ class PartStore:
     def delete(self, name: str, attempt: int | None = None) -> None:
         """Retention (every attempt's) or a failed placement (``attempt``'s): this host's files of ``name``
         (SageMaker mirrors the delete to S3, which is why only the keeper decides it, for a checkpoint no one needs
-        any more). A failed placement's word may come after a newer attempt placed its part: that part stays."""
-        with self._calls.one_at_a_time(name, PLACE_DEADLINE_S):
+        any more). A failed placement's word may come after a newer attempt placed its part: that part stays.
+        Its attempt is given up before it waits for its turn: a place of it holding the turn takes back what it
+        wrote, so nothing stays if this wait passes its deadline."""
+        if attempt is not None:
+            self.placements.give_up(name, attempt)
+        with self._calls.one_at_a_time(name, self.turn_s):
             removal = self.placements.removal(name, attempt)
             if removal is None or self._recorded_by_another(name, attempt, removal):
                 return
-            if removal.files is not None and self.store.shared:  # every host's root: this host's files alone
-                self.store.delete_files(name, removal.files)  # by key: no listing of the whole root first
-            elif name in self.store.names():
-                self.store.delete(name)
+            self._remove(name, removal)
+
+    def _remove(self, name: str, removal: Removal) -> None:
+        if removal.files is not None and self.store.shared:  # every host's root: this host's files alone
+            self.store.delete_files(name, removal.files)  # by key: no listing of the whole root first
+        elif name in self.store.names():
+            self.store.delete(name)
 
     def _recorded_by_another(self, name: str, attempt: int | None, removal: Removal) -> bool:
         """A failed placement's removal that this part store has no word of (it was started again since: Ray took

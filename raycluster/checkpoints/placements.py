@@ -4,12 +4,18 @@ A part store runs several calls at once, and a placement that outlasts its deadl
 removal of one attempt's part may come after the keeper has given that attempt up and a newer attempt has put
 its own part of the same step in place. Neither may touch the newer part (the committed checkpoint would then
 fail its checksums), and a place that comes after its own removal must leave nothing behind. On a root every
-host shares (S3) a failed placement's removal takes this host's own files of it, never another host's. No Ray,
-no lock, no I/O: the part store holds one, and calls it one call per checkpoint name at a time.
+host shares (S3) a failed placement's removal takes this host's own files of it, never another host's.
+
+A removal may wait long for its turn behind a place of the same part (a place late enough to be failed for it
+is one that takes long), past its own deadline for that wait. So it marks its attempt given up before it waits
+(``give_up``), and the place, once its write has ended, takes back what it wrote (``written``): the part goes
+whichever of the two ends first, and a removal that gave up waiting loses nothing. No Ray, no I/O; a lock of
+its own, since a removal's mark comes from another thread than the place it concerns.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 from raycluster.checkpoints.parts import remember
@@ -17,6 +23,7 @@ from raycluster.checkpoints.parts import remember
 NO_STAGED_COPY = "this part store holds no staged copy of it (started again since it staged it)"
 """Why a place that Ray took to a part store started again writes nothing: the part died with the old process
 (the part store says it, and the simulation's hosts say the same)."""
+TAKEN_BACK = "its removal came while it was being written: what it wrote was taken back"
 REMEMBERED_NAMES = 4096
 """Checkpoints a part store remembers (a save every 5 minutes for a fortnight): bounded, and far more than a late
 word ever lags behind."""
@@ -31,6 +38,7 @@ class Removal:
 
 class Placements:
     def __init__(self) -> None:
+        self._lock = threading.RLock()
         self._placed: dict[str, tuple[int, tuple[str, ...]]] = {}
         """Which attempt's part of each recent checkpoint this host put in its root, and its files."""
         self._given_up: dict[tuple[str, int], bool] = {}
@@ -39,33 +47,54 @@ class Placements:
 
     def may_place(self, name: str, attempt: int) -> str | None:
         """Why ``attempt``'s part of ``name`` must not be placed now, or None if it may."""
-        if (name, attempt) in self._given_up:
-            return f"attempt {attempt}'s part was given up before it could be placed"
-        newer = self._placed.get(name, (attempt,))[0]
-        if newer > attempt:
-            return f"attempt {newer}'s part of it is in place already"
-        return None
+        with self._lock:
+            if (name, attempt) in self._given_up:
+                return f"attempt {attempt}'s part was given up before it could be placed"
+            newer = self._placed.get(name, (attempt,))[0]
+            if newer > attempt:
+                return f"attempt {newer}'s part of it is in place already"
+            return None
 
     def unstaged(self, name: str, attempt: int) -> None:
         """A place of ``attempt``'s part found no staged copy (the part died with an earlier process): the keeper
         fails that checkpoint, so a stage of it that Ray runs again on this process later must stage nothing."""
-        remember(self._given_up, (name, attempt), True, REMEMBERED_NAMES)
+        self.give_up(name, attempt)
+
+    def give_up(self, name: str, attempt: int) -> None:
+        """A place or a stage of ``attempt``'s part of ``name`` that comes later is refused; one being written now
+        takes back what it wrote once it ends (``written``)."""
+        with self._lock:
+            remember(self._given_up, (name, attempt), True, REMEMBERED_NAMES)
 
     def placing(self, name: str, attempt: int, files: list[str]) -> None:
         """Said before the write begins: a removal after a write that failed halfway takes what it left."""
-        remember(self._placed, name, (attempt, tuple(files)), REMEMBERED_NAMES)
+        with self._lock:
+            remember(self._placed, name, (attempt, tuple(files)), REMEMBERED_NAMES)
+
+    def written(self, name: str, attempt: int) -> Removal | None:
+        """The write of ``attempt``'s part of ``name`` has ended: what of it to take back at once, as its removal
+        would, if one marked it given up meanwhile (None: it stays)."""
+        with self._lock:
+            if (name, attempt) not in self._given_up:
+                return None
+            taken = self.removal(name, attempt)
+            # Nothing of it lies here now: its removal, when its turn comes, takes only this host's files (none),
+            # never, on a root every host shares, every host's files of that name.
+            remember(self._placed, name, (attempt, ()), REMEMBERED_NAMES)
+            return taken
 
     def removal(self, name: str, attempt: int | None) -> Removal | None:
         """What of ``name`` goes from this root: every attempt's (retention: ``attempt`` None), or a failed
         placement's, unless another attempt's part lies there (None: nothing)."""
-        if attempt is None:
-            self._placed.pop(name, None)
-            return Removal(None)
-        remember(self._given_up, (name, attempt), True, REMEMBERED_NAMES)
-        placed = self._placed.get(name)
-        if placed is None:
-            return Removal(None)
-        if placed[0] != attempt:
-            return None
-        del self._placed[name]
-        return Removal(placed[1])
+        with self._lock:
+            if attempt is None:
+                self._placed.pop(name, None)
+                return Removal(None)
+            self.give_up(name, attempt)
+            placed = self._placed.get(name)
+            if placed is None:
+                return Removal(None)
+            if placed[0] != attempt:
+                return None
+            del self._placed[name]
+            return Removal(placed[1])

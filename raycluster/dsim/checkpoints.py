@@ -21,13 +21,15 @@ from raycluster.checkpoints.effects import Discard, Effect, Picked, Place, Publi
 from raycluster.checkpoints.manifest import WRITTEN
 from raycluster.checkpoints.pacing import Drop, Pick, ShipQueue, Stage
 from raycluster.checkpoints.parts import Complete, Part
-from raycluster.checkpoints.placements import NO_STAGED_COPY, Placements
+from raycluster.checkpoints.placements import Placements
 from raycluster.dsim.checkpoint_checks import Checks
 from raycluster.dsim.host import Host
 from raycluster.dsim.profile import INTERVAL_S, Profile, ideal_commits
 from raycluster.dsim.scheduler import Scheduler
+from raycluster.dsim.store_calls import StoreCalls
 from raycluster.dsim.store_process import StoreProcesses
 from raycluster.dsim.sweep import InvariantBroken
+from raycluster.dsim.turns import Turns
 
 
 class World:
@@ -48,7 +50,11 @@ class World:
         if profile.death is not None:
             host, after = profile.death
             self.sim.at(after * INTERVAL_S, lambda: self._die(host))
-        self.stores = StoreProcesses(self.sim, profile, self.hosts, lambda host, place: self._placing(host, place, 0.0))
+        self.turns = Turns(self.sim, turn_s=self.commits.place_deadline_s)  # the part store waits as long
+        self.calls = StoreCalls(self.sim, self.turns, self._placed)
+        self.stores = StoreProcesses(
+            self.sim, profile, self.hosts, self.turns, lambda h, p: self.calls.placing(h, p, 0.0)
+        )
 
     # The hosts' side: save, stage, tell the keeper.
     def _start_attempt(self, first_step: int, at: float) -> None:
@@ -115,33 +121,6 @@ class World:
         if host.alive and pick.attempt == self.attempt:
             self._act(host, pick.attempt, host.queue.picked(pick))
 
-    def _place(self, host: Host, place: Place, epoch: int) -> None:
-        if not host.alive or host.holder != place.holder:  # a dead part store never answers: the deadline decides
-            return
-        if host.store_epoch != epoch:  # cut off by its part store's death (``_store_dies``)
-            return
-        if (place.name, place.attempt) in host.lost and (place.name, place.attempt) not in host.staging:
-            host.placements.unstaged(place.name, place.attempt)
-            self._placed(host, place, epoch, f"not placed: {NO_STAGED_COPY}")
-            return
-        if host.root.get(place.name) == place.attempt:  # the same word twice: placed already
-            host.in_flight.remove(place)
-            return
-        refused = host.placements.may_place(place.name, place.attempt)
-        if refused is not None:  # as the part store does: nothing written, its staged copy gone, the keeper told
-            host.staging.discard((place.name, place.attempt))
-            self._placed(host, place, epoch, f"not placed: {refused}")
-            return
-        if (place.name, place.attempt) not in host.staging:
-            raise InvariantBroken(
-                f"host {host.index} asked to place {place.name} of attempt {place.attempt}, "
-                "which it does not hold staged"
-            )
-        host.staging.discard((place.name, place.attempt))
-        host.root[place.name] = place.attempt
-        host.placements.placing(place.name, place.attempt, [])
-        self._placed(host, place, epoch, None)
-
     def _placed(self, host: Host, place: Place, epoch: int, error: str | None) -> None:
         """The place's word; the place is in flight until the keeper took it."""
         self.stores.say(
@@ -164,26 +143,29 @@ class World:
                 took = self.sim.rng.uniform(*self.profile.place_s)
                 if self.profile.late_places and self.sim.rng.random() < self.profile.late_places:
                     deadline = self.commits.place_deadline_s
-                    took = self.sim.rng.uniform(deadline, 2 * deadline)
-                self.sim.send(lambda h=host, e=effect, t=took: self.stores.call(h, lambda: self._placing(h, e, t)))
+                    took = self.sim.rng.uniform(deadline, 3 * deadline)  # past a removal's wait too
+                # A Ray call: late, reordered, but never twice (a death's retry aside): a repeated place would wait
+                # out its turn behind a late first one and fail the checkpoint, which no real place does.
+                self.sim.at(
+                    self.sim.delay(),
+                    lambda h=host, e=effect, t=took: self.stores.call(h, lambda: self.calls.placing(h, e, t)),
+                )
             elif isinstance(effect, Discard):
-                self.sim.send(lambda e=effect: self.stores.call(self._on(e.holder), lambda: self._discard(e)))
+                self.sim.send(
+                    lambda e=effect: self.stores.call(
+                        self._on(e.holder), lambda: self.calls.discard(self._on(e.holder), e)
+                    )
+                )
             elif isinstance(effect, Remove):
                 self.sim.send(
-                    lambda e=effect: self.stores.call(self._on(e.holder), lambda: self._remove(self._on(e.holder), e))
+                    lambda e=effect: self.stores.call(
+                        self._on(e.holder), lambda: self.calls.remove(self._on(e.holder), e)
+                    )
                 )
             elif isinstance(effect, Record):
                 self._record(effect)
             elif isinstance(effect, Published):
                 self._published(effect)  # and a log line (``Said``) changes nothing here
-
-    def _placing(self, host: Host, place: Place, took: float) -> None:
-        epoch = host.store_epoch
-        host.in_flight.append(place)
-        self.sim.at(took, lambda: self._place(host, place, epoch))
-
-    def _discard(self, discard: Discard) -> None:
-        self._on(discard.holder).staging.discard((discard.name, discard.attempt))
 
     def _record(self, record: Record) -> None:
         """The keeper starts writing the record (taking ``Profile.record_s``): every part must be in place now,
@@ -194,11 +176,6 @@ class World:
             if not replaced and self.hosts[index].root.get(record.name) != record.attempt:
                 raise InvariantBroken(f"checkpoint {record.name}'s record written before host {index} placed its part")
         self.sim.at(self.sim.rng.uniform(*self.profile.record_s), lambda: self._recorded(record))
-
-    @staticmethod
-    def _remove(host: Host, remove: Remove) -> None:
-        if host.placements.removal(remove.name, remove.attempt) is not None:  # as a part store does
-            host.root.pop(remove.name, None)
 
     def _on(self, holder: tuple[int, int]) -> Host:
         """The host a call to ``holder`` reaches; a part store replaced since reaches nothing (a host of no files)."""
@@ -228,6 +205,8 @@ class World:
             if not host.alive:  # replaced by a new host: an empty disk, a new part store
                 host.staging, host.root, host.generation = set(), {}, host.generation + 1
                 host.placements, host.lost, host.deferred, host.in_flight = Placements(), set(), [], []
+                host.writing = []
+                self.turns.cut_off(host)  # its calls went with it
                 host.store_up, host.store_epoch = True, host.store_epoch + 1
             host.alive, host.queue = True, ShipQueue(self.attempt)
         newest = max((int(n) for n in self.completed), default=0)

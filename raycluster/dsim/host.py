@@ -31,7 +31,11 @@ class Host:
     deferred: list = field(default_factory=list)
     """Calls that came while its part store was down: Ray takes them to the store started again (task retries)."""
     in_flight: list = field(default_factory=list)
-    """The places its part store is carrying out now."""
+    """The places its part store is carrying out now (waiting for their turn, writing, or saying so)."""
+    writing: list = field(default_factory=list)
+    """Of those, the ones writing into its root now (their turn taken, their checks passed)."""
+    turns: dict = field(default_factory=dict)
+    """Checkpoint name -> the calls waiting for its turn, while a place or removal of it holds it (``turns.py``)."""
     lost: set[tuple[str, int]] = field(default_factory=set)
     """(name, attempt) of the parts staged here before its part store's latest death: the store started again holds
     no staged copy of them and no memory of their placements, and answers a place of one with an error."""

@@ -13,6 +13,7 @@ from raycluster.checkpoints.placements import Placements
 from raycluster.dsim.host import Host
 from raycluster.dsim.profile import INTERVAL_S, Profile
 from raycluster.dsim.scheduler import Scheduler
+from raycluster.dsim.turns import Turns
 
 RESTARTS = 3
 """How often Ray starts one host's part store again (the part store's ``max_restarts``); a death past it is a
@@ -23,8 +24,15 @@ class StoreProcesses:
     """Schedules ``profile.store_deaths`` deaths at seeded moments; ``call`` is how any call reaches a part store.
     ``place_again(host, place)``: a place the death cut off, carried out anew on the store started again."""
 
-    def __init__(self, sim: Scheduler, profile: Profile, hosts: list[Host], place_again: Callable[[Host, Place], None]):
-        self.sim, self.profile, self.place_again = sim, profile, place_again
+    def __init__(
+        self,
+        sim: Scheduler,
+        profile: Profile,
+        hosts: list[Host],
+        turns: Turns,
+        place_again: Callable[[Host, Place], None],
+    ):
+        self.sim, self.profile, self.turns, self.place_again = sim, profile, turns, place_again
         self.deaths: dict[int, int] = {}
         for _ in range(profile.store_deaths):
             index, when = sim.rng.randrange(profile.hosts), sim.rng.uniform(0, profile.saves * INTERVAL_S)
@@ -45,12 +53,13 @@ class StoreProcesses:
         self.deaths[host.index] = self.deaths.get(host.index, 0) + 1
         host.store_up, host.store_epoch = False, host.store_epoch + 1
         host.lost, host.staging = set(host.staged), set()
-        for place in host.in_flight:  # cut off, maybe after its files went in (a removal of it waits for its turn
-            # behind it in the part store, so one that came first refused it); Ray takes it to the new one
-            if host.placements.may_place(place.name, place.attempt) is None and self.sim.rng.random() < 0.5:
+        for place in host.in_flight:  # cut off; one writing maybe after some of its files went in, whatever was
+            # decided of it since (its removal waits behind it, cut off too, or gave up waiting); Ray takes it on
+            if place in host.writing and self.sim.rng.random() < 0.5:
                 host.root[place.name] = place.attempt
             host.deferred.append(lambda p=place: self.place_again(host, p))
-        host.in_flight = []
+        host.deferred += self.turns.cut_off(host)  # the removals that waited for a turn
+        host.in_flight, host.writing = [], []
         epoch = host.store_epoch
         self.sim.at(self.sim.rng.uniform(*self.profile.store_restart_s), lambda: self._started(host, epoch))
 
