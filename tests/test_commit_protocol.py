@@ -605,7 +605,12 @@ def test_a_place_whose_removal_came_while_it_was_written_takes_back_its_own_file
     assert placements.written("000003", 1) is None  # no removal came: it stays
     placements.placing("000004", 1, ["shard/__1_0.distcp"])
     placements.give_up("000004", 1)  # its removal, before it waits for its turn behind this place
-    assert placements.written("000004", 1) == Removal(("shard/__1_0.distcp",))  # taken back by the place
+    assert placements.written("000004", 1) == Removal(("shard/__1_0.distcp",))  # to take back
+    placements.placing("000005", 1, ["shard/__1_0.distcp"])  # a take-back that failed: its removal still knows
+    placements.give_up("000005", 1)
+    assert placements.written("000005", 1) == Removal(("shard/__1_0.distcp",))
+    assert placements.removal("000005", 1) == Removal(("shard/__1_0.distcp",))
+    placements.taken_back("000004", 1)  # taken back by the place
     # The removal's turn comes: this host's files of it, none (never every host's, on a root they all share).
     assert placements.removal("000004", 1) == Removal(())
     assert placements.may_place("000004", 1) == "attempt 1's part was given up before it could be placed"

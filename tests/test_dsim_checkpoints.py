@@ -89,8 +89,9 @@ def test_a_part_store_started_again_fails_only_the_checkpoints_it_held_and_none_
 
 def test_a_removal_that_gives_up_waiting_behind_a_late_place_leaves_nothing_in_any_root():
     """Places that end after their deadline (up to three deadlines: past the removal's own wait for its turn behind
-    them) with part stores dying too: every invariant holds, no root keeps what no record names, and removals did
-    give up waiting (a removal once lost that way left its part for good)."""
+    them), part stores dying in some seeds (within the saves' span, so never during a write whose removal gave up
+    already): every invariant holds, no root keeps what no record names, and removals did give up waiting (a
+    removal once lost that way left its part for good)."""
     gave_up = 0
     for seed in range(60):
         network = Network(slow_share=0.01, repeat_share=0.02)

@@ -43,9 +43,8 @@ def link_or_copy(source: Path, target: Path) -> None:
 
 WORD_S = 60.0
 """How long a part store's call waits for the keeper to take its word (a part staged, placed, or not) before the
-call returns. A word sent and not waited for is lost if the process dies before it leaves: the call had returned,
-so Ray runs nothing again, and the keeper waited out its deadline (300 s in a run of the 8-host test). A call that
-returns only once its word is taken is one Ray runs again on the store started again, which says it anew."""
+call returns. A word not waited for dies with a process that dies before it leaves, and Ray runs nothing again
+(the call had returned); a call that returns only once its word is taken is run again, and says it anew."""
 
 RESTARTS = 3
 """How many times Ray starts a host's part store again after its process died (its node alive): without it, every
@@ -150,16 +149,15 @@ class PartStore:
                     self.placements.unstaged(name, attempt)
                     raise RuntimeError(f"not placed: {NO_STAGED_COPY}")
                 self.placements.placing(name, attempt, [*manifest, *([MANIFEST] if whole is not None else [])])
-                self.faults.delay_publish(name)
-                if whole is not None:
-                    (staged / MANIFEST).write_text(json.dumps(whole, indent=1))
-                    self.store.publish(staged, name)
-                else:
-                    self.store.place(staged, name, manifest)
-                taken = self.placements.written(name, attempt)
-                if taken is not None:
-                    self._remove(name, taken)
-                    raise RuntimeError(f"not placed: {TAKEN_BACK}")
+                try:
+                    self.faults.delay_publish(name)
+                    if whole is not None:
+                        (staged / MANIFEST).write_text(json.dumps(whole, indent=1))
+                        self.store.publish(staged, name)
+                    else:
+                        self.store.place(staged, name, manifest)
+                finally:  # a write that failed halfway after its removal gave up waiting leaves nothing either
+                    self._take_back(name, attempt)
         except Exception as exc:
             shutil.rmtree(staged, ignore_errors=True)
             self._said(self.keeper.part_placed.remote(name, attempt, part, f"{type(exc).__name__}: {exc}"), name)
@@ -172,9 +170,9 @@ class PartStore:
     def delete(self, name: str, attempt: int | None = None) -> None:
         """Retention (every attempt's) or a failed placement (``attempt``'s): this host's files of ``name``
         (SageMaker mirrors the delete to S3, which is why only the keeper decides it, for a checkpoint no one needs
-        any more). A failed placement's word may come after a newer attempt placed its part: that part stays.
-        Its attempt is given up before it waits for its turn: a place of it holding the turn takes back what it
-        wrote, so nothing stays if this wait passes its deadline."""
+        any more). A failed placement's word may come after a newer attempt placed its part: that part stays. Its
+        attempt is given up before its turn: a place of it holding the turn takes back what it wrote, so nothing
+        stays if this wait passes its deadline."""
         if attempt is not None:
             self.placements.give_up(name, attempt)
         with self._calls.one_at_a_time(name, self.turn_s):
@@ -182,6 +180,15 @@ class PartStore:
             if removal is None or self._recorded_by_another(name, attempt, removal):
                 return
             self._remove(name, removal)
+
+    def _take_back(self, name: str, attempt: int) -> None:
+        """What this place wrote, gone again if its removal came meanwhile (which may give up waiting for it)."""
+        taken = self.placements.written(name, attempt)
+        if taken is None:
+            return
+        self._remove(name, taken)
+        self.placements.taken_back(name, attempt)
+        raise RuntimeError(f"not placed: {TAKEN_BACK}")
 
     def _remove(self, name: str, removal: Removal) -> None:
         if removal.files is not None and self.store.shared:  # every host's root: this host's files alone

@@ -8,7 +8,8 @@ host shares (S3) a failed placement's removal takes this host's own files of it,
 
 A removal may wait long for its turn behind a place of the same part (a place late enough to be failed for it
 is one that takes long), past its own deadline for that wait. So it marks its attempt given up before it waits
-(``give_up``), and the place, once its write has ended, takes back what it wrote (``written``): the part goes
+(``give_up``), and the place, once its write has ended (whole or not), takes back what it wrote (``written``,
+``taken_back``): the part goes
 whichever of the two ends first, and a removal that gave up waiting loses nothing. No Ray, no I/O; a lock of
 its own, since a removal's mark comes from another thread than the place it concerns.
 """
@@ -72,16 +73,20 @@ class Placements:
             remember(self._placed, name, (attempt, tuple(files)), REMEMBERED_NAMES)
 
     def written(self, name: str, attempt: int) -> Removal | None:
-        """The write of ``attempt``'s part of ``name`` has ended: what of it to take back at once, as its removal
-        would, if one marked it given up meanwhile (None: it stays)."""
+        """The write of ``attempt``'s part of ``name`` has ended, whole or not: what of it to take back at once,
+        if a removal marked it given up meanwhile (None: it stays). Said ``taken_back`` once those files are gone."""
         with self._lock:
-            if (name, attempt) not in self._given_up:
+            placed = self._placed.get(name)
+            if (name, attempt) not in self._given_up or placed is None or placed[0] != attempt:
                 return None
-            taken = self.removal(name, attempt)
-            # Nothing of it lies here now: its removal, when its turn comes, takes only this host's files (none),
-            # never, on a root every host shares, every host's files of that name.
+            return Removal(placed[1])
+
+    def taken_back(self, name: str, attempt: int) -> None:
+        """A place took back what it wrote: nothing of it lies here now, so its removal, when its turn comes, takes
+        only this host's files of it (none), never, on a root every host shares, every host's files of that name.
+        Until then (a take-back that failed) the removal still knows which files to take."""
+        with self._lock:
             remember(self._placed, name, (attempt, ()), REMEMBERED_NAMES)
-            return taken
 
     def removal(self, name: str, attempt: int | None) -> Removal | None:
         """What of ``name`` goes from this root: every attempt's (retention: ``attempt`` None), or a failed

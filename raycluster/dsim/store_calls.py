@@ -63,6 +63,7 @@ class StoreCalls:
         taken = host.placements.written(place.name, place.attempt)
         if taken is not None:
             host.root.pop(place.name)
+            host.placements.taken_back(place.name, place.attempt)
         self.turns.release(host, place.name)
         self.placed(host, place, epoch, None if taken is None else f"not placed: {TAKEN_BACK}")
 
