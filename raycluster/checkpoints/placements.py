@@ -9,9 +9,9 @@ host shares (S3) a failed placement's removal takes this host's own files of it,
 A removal may wait long for its turn behind a place of the same part (a place late enough to be failed for it
 is one that takes long), past its own deadline for that wait. So it marks its attempt given up before it waits
 (``give_up``), and the place, once its write has ended (whole or not), takes back what it wrote (``written``,
-``taken_back``): the part goes
-whichever of the two ends first, and a removal that gave up waiting loses nothing. No Ray, no I/O; a lock of
-its own, since a removal's mark comes from another thread than the place it concerns.
+``taken_back``): the part goes whichever of the two ends first, and a removal that gave up waiting loses
+nothing. No Ray, no I/O; a lock of its own, since a removal's mark comes from another thread than the place it
+concerns.
 """
 
 from __future__ import annotations
