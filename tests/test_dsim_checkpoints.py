@@ -97,7 +97,7 @@ def test_a_removal_that_gives_up_waiting_behind_a_late_place_leaves_nothing_in_a
         network = Network(slow_share=0.01, repeat_share=0.02)
         deaths = (0, 1, 4)[seed % 3]
         profile = Profile(hosts=HOSTS, saves=8, network=network, late_places=0.1, store_deaths=deaths)
-        gave_up += World(seed, profile).run().turns.removals_gave_up
+        gave_up += World(seed, profile).run().calls.removals_gave_up
     print(f"60 seeds, a tenth of places late: {gave_up} removals gave up waiting for their turn")
     assert gave_up > 0
 

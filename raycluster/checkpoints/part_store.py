@@ -146,7 +146,7 @@ class PartStore:
                 if refused is not None:
                     raise RuntimeError(f"not placed: {refused}")
                 if not staged.is_dir():  # a place Ray took to this store started again: the part died with the old
-                    self.placements.unstaged(name, attempt)
+                    self.placements.give_up(name, attempt)  # the keeper fails it: a stage run again stages nothing
                     raise RuntimeError(f"not placed: {NO_STAGED_COPY}")
                 self.placements.placing(name, attempt, [*manifest, *([MANIFEST] if whole is not None else [])])
                 try:
@@ -157,7 +157,9 @@ class PartStore:
                     else:
                         self.store.place(staged, name, manifest)
                 finally:  # a write that failed halfway after its removal gave up waiting leaves nothing either
-                    self._take_back(name, attempt)
+                    taken_back = self._take_back(name, attempt)
+                if taken_back:
+                    raise RuntimeError(f"not placed: {TAKEN_BACK}")
         except Exception as exc:
             shutil.rmtree(staged, ignore_errors=True)
             self._said(self.keeper.part_placed.remote(name, attempt, part, f"{type(exc).__name__}: {exc}"), name)
@@ -170,9 +172,8 @@ class PartStore:
     def delete(self, name: str, attempt: int | None = None) -> None:
         """Retention (every attempt's) or a failed placement (``attempt``'s): this host's files of ``name``
         (SageMaker mirrors the delete to S3, which is why only the keeper decides it, for a checkpoint no one needs
-        any more). A failed placement's word may come after a newer attempt placed its part: that part stays. Its
-        attempt is given up before its turn: a place of it holding the turn takes back what it wrote, so nothing
-        stays if this wait passes its deadline."""
+        any more). A failed placement's word may come after a newer attempt placed its part: that part stays. Given
+        up before its turn: a place of it holding the turn takes back what it wrote, if this wait passes its bound."""
         if attempt is not None:
             self.placements.give_up(name, attempt)
         with self._calls.one_at_a_time(name, self.turn_s):
@@ -181,14 +182,13 @@ class PartStore:
                 return
             self._remove(name, removal)
 
-    def _take_back(self, name: str, attempt: int) -> None:
+    def _take_back(self, name: str, attempt: int) -> bool:
         """What this place wrote, gone again if its removal came meanwhile (which may give up waiting for it)."""
         taken = self.placements.written(name, attempt)
-        if taken is None:
-            return
-        self._remove(name, taken)
-        self.placements.taken_back(name, attempt)
-        raise RuntimeError(f"not placed: {TAKEN_BACK}")
+        if taken is not None:
+            self._remove(name, taken)
+            self.placements.taken_back(name, attempt)
+        return taken is not None
 
     def _remove(self, name: str, removal: Removal) -> None:
         if removal.files is not None and self.store.shared:  # every host's root: this host's files alone

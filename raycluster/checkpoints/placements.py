@@ -56,14 +56,11 @@ class Placements:
                 return f"attempt {newer}'s part of it is in place already"
             return None
 
-    def unstaged(self, name: str, attempt: int) -> None:
-        """A place of ``attempt``'s part found no staged copy (the part died with an earlier process): the keeper
-        fails that checkpoint, so a stage of it that Ray runs again on this process later must stage nothing."""
-        self.give_up(name, attempt)
-
     def give_up(self, name: str, attempt: int) -> None:
         """A place or a stage of ``attempt``'s part of ``name`` that comes later is refused; one being written now
-        takes back what it wrote once it ends (``written``)."""
+        takes back what it wrote once it ends (``written``). Said by a removal, and by a place that found no staged
+        copy (the part died with an earlier process, so the keeper fails that checkpoint: a stage of it that Ray
+        runs again on this process later must stage nothing)."""
         with self._lock:
             remember(self._given_up, (name, attempt), True, REMEMBERED_NAMES)
 

@@ -19,6 +19,8 @@ from raycluster.dsim.turns import Turns, Waiting
 class StoreCalls:
     def __init__(self, sim: Scheduler, turns: Turns, placed: Callable[[Host, Place, int, str | None], None]):
         self.sim, self.turns, self.placed = sim, turns, placed
+        self.removals_gave_up = 0
+        """How many removals gave up waiting for their turn (the case the places' taking back exists for)."""
 
     def placing(self, host: Host, place: Place, took: float) -> None:
         """A place reaching its part store: it waits for its checkpoint's turn (``turns.py``), then ``_place``."""
@@ -40,7 +42,7 @@ class StoreCalls:
         key = (place.name, place.attempt)
         refused = host.placements.may_place(*key)
         if refused is None and key in host.lost and key not in host.staging:
-            host.placements.unstaged(*key)
+            host.placements.give_up(*key)
             refused = NO_STAGED_COPY
         if refused is not None:  # as the part store does: nothing written, its staged copy gone, the keeper told
             host.staging.discard(key)
@@ -72,7 +74,10 @@ class StoreCalls:
         gives up waiting leaves the place holding the turn to take back what it writes)."""
         host.placements.give_up(remove.name, remove.attempt)
         run, again = lambda: self._removed(host, remove), lambda: self.remove(host, remove)
-        self.turns.take(host, remove.name, Waiting(run, again, gave_up=lambda: None))
+        self.turns.take(host, remove.name, Waiting(run, again, gave_up=self._removal_gave_up))
+
+    def _removal_gave_up(self) -> None:
+        self.removals_gave_up += 1
 
     def _removed(self, host: Host, remove: Remove) -> None:
         if host.placements.removal(remove.name, remove.attempt) is not None:

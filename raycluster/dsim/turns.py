@@ -27,8 +27,6 @@ class Waiting:
 class Turns:
     def __init__(self, sim: Scheduler, turn_s: float):
         self.sim, self.turn_s = sim, turn_s
-        self.removals_gave_up = 0
-        """How many removals gave up waiting (a run's figure: the case the places' taking back exists for)."""
 
     def take(self, host: Host, name: str, waiting: Waiting) -> None:
         """``waiting.run`` now if ``name``'s turn on ``host`` is free, else once it is, or ``gave_up`` after
@@ -41,9 +39,7 @@ class Turns:
         self.sim.at(self.turn_s, lambda: self._expired(host, name, waiting))
 
     def release(self, host: Host, name: str) -> None:
-        queue = host.turns.get(name)
-        if queue is None:
-            return
+        queue = host.turns[name]
         if not queue:
             del host.turns[name]
             return
@@ -67,5 +63,4 @@ class Turns:
             return
         waiting.over = True
         host.turns[name].remove(waiting)
-        self.removals_gave_up += waiting.again is not None
         waiting.gave_up()
