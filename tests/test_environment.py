@@ -6,6 +6,7 @@ pool's persistent cache) with no download at all. The packages are hand-made whe
 import compileall
 import hashlib
 import json
+import multiprocessing
 import os
 import shutil
 import subprocess
@@ -17,8 +18,9 @@ import boto3
 import pytest
 
 from conftest import REPO
-from raycluster.environment.archive import pack, unpack
+from raycluster.environment.archive import pack
 from raycluster.environment.prepare import MARKER, EnvironmentSettings, activate, prepare_environment
+from raycluster.environment.unpacking import unpack
 from wheels import make_wheel, repack_installed
 
 CHECK = ("standin_app", "standin_lib")
@@ -229,3 +231,38 @@ def test_a_restored_archive_keeps_its_modules_compiled_its_modes_and_its_links_a
     with pytest.raises(tarfile.FilterError):
         unpack(archive, hashlib.sha256(archive.read_bytes()).hexdigest(), tmp_path / "again")
     assert not outside.exists() and not list(tmp_path.glob("*again*"))
+    assert not multiprocessing.active_children()  # the unpack's pool is gone with it
+
+
+def test_files_under_a_link_or_a_directory_the_archive_never_listed_land_where_one_plain_extract_puts_them(tmp_path):
+    """The unpack writes most files from a pool of processes, but a file under a link goes through the link, as
+    a plain ``extractall`` would take it, a directory the archive never listed is made, and a link out of the
+    place is refused whichever order its members come in."""
+    source = tmp_path / "source.py"
+    source.write_text("VALUE = 1\n")
+    archive = tmp_path / "environment.tar"
+    with tarfile.open(archive, "w", format=tarfile.GNU_FORMAT) as tar:
+        tar.add(tmp_path, arcname=".", recursive=False)
+        for i in range(1200):  # more than one pool task
+            tar.add(source, arcname=f"./many/m{i}.py")  # "many" itself is never listed
+        real = tarfile.TarInfo("./real")
+        real.type, real.mode = tarfile.DIRTYPE, 0o755
+        tar.addfile(real)
+        alias = tarfile.TarInfo("./alias")
+        alias.type, alias.linkname = tarfile.SYMTYPE, "real"
+        tar.addfile(alias)
+        tar.add(source, arcname="./alias/through.py")
+    restored = tmp_path / "restored"
+    unpack(archive, hashlib.sha256(archive.read_bytes()).hexdigest(), restored)
+    assert (restored / "real" / "through.py").read_text() == "VALUE = 1\n" and (restored / "alias").is_symlink()
+    assert len(list((restored / "many").iterdir())) == 1200
+
+    with tarfile.open(archive, "a", format=tarfile.GNU_FORMAT) as tar:  # a link out, then a file through it
+        out = tarfile.TarInfo("./real/out")
+        out.type, out.linkname = tarfile.SYMTYPE, "../../.."
+        tar.addfile(out)
+        tar.add(source, arcname="./real/out/escaped.py")
+    with pytest.raises(tarfile.FilterError):
+        unpack(archive, hashlib.sha256(archive.read_bytes()).hexdigest(), tmp_path / "again")
+    assert not (tmp_path.parent / "escaped.py").exists() and not list(tmp_path.glob("*again*"))
+    assert not multiprocessing.active_children()

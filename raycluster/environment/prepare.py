@@ -20,9 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from raycluster.environment.archive import S3Archives, pack, unpack
+from raycluster.environment.archive import S3Archives, pack
 from raycluster.environment.install import install
 from raycluster.environment.key import environment_key
+from raycluster.environment.unpacking import unpack
 
 log = logging.getLogger(__name__)
 
