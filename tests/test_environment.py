@@ -9,6 +9,7 @@ import json
 import multiprocessing
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tarfile
@@ -234,10 +235,49 @@ def test_a_restored_archive_keeps_its_modules_compiled_its_modes_and_its_links_a
     assert not multiprocessing.active_children()  # the unpack's pool is gone with it
 
 
+def test_the_unpacks_pool_ends_on_sigterm_in_a_process_that_keeps_sigterm_for_itself():
+    """The entry point keeps SIGTERM to stop the job in order, and the unpack's pool, forked from it, ends its
+    processes with SIGTERM: one that kept the handler would live on, and the unpack would wait for it for ever
+    (as a simulated host's did)."""
+    code = """
+import os, signal, time
+from pathlib import Path
+from raycluster.environment.unpacking import pool_of_processes
+signal.signal(signal.SIGTERM, lambda *_: None)
+pool = pool_of_processes()
+pid = pool.apply(os.getpid)
+os.kill(pid, signal.SIGTERM)
+deadline = time.monotonic() + 10
+while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:  # the pool reaps it once it ended
+    time.sleep(0.1)
+print("ended" if not Path(f"/proc/{pid}").exists() else "lives on", flush=True)
+os.killpg(0, signal.SIGKILL)  # this process and its pool, whichever way it went
+"""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60,
+                          start_new_session=True)  # fmt: skip
+    assert done.stdout.strip() == "ended", done.stdout + done.stderr[-2000:]
+
+
+def tree(root: Path) -> dict[str, tuple]:
+    """Every path under ``root``: its kind, mode, and content or link (a file's mtime too)."""
+    found = {}
+    for path in sorted(root.rglob("*")):
+        st = path.lstat()
+        if path.is_symlink():
+            found[str(path.relative_to(root))] = ("link", os.readlink(path))
+        elif path.is_dir():
+            found[str(path.relative_to(root))] = ("dir", oct(stat.S_IMODE(st.st_mode)))
+        else:
+            found[str(path.relative_to(root))] = ("file", oct(stat.S_IMODE(st.st_mode)), path.read_text(), st.st_mtime)
+    return found
+
+
 def test_files_under_a_link_or_a_directory_the_archive_never_listed_land_where_one_plain_extract_puts_them(tmp_path):
-    """The unpack writes most files from a pool of processes, but a file under a link goes through the link, as
-    a plain ``extractall`` would take it, a directory the archive never listed is made, and a link out of the
-    place is refused whichever order its members come in."""
+    """The unpack writes most files from a pool of processes, yet gives what one plain ``extractall`` with the
+    ``data`` filter gives: a file under a link goes through the link, a directory the archive never listed is
+    made, modes are the filter's. A link out of the place is refused whichever order its members come in, and a
+    path twice (which a plain extract would overwrite, or write through) is refused too."""
     source = tmp_path / "source.py"
     source.write_text("VALUE = 1\n")
     archive = tmp_path / "environment.tar"
@@ -246,23 +286,35 @@ def test_files_under_a_link_or_a_directory_the_archive_never_listed_land_where_o
         for i in range(1200):  # more than one pool task
             tar.add(source, arcname=f"./many/m{i}.py")  # "many" itself is never listed
         real = tarfile.TarInfo("./real")
-        real.type, real.mode = tarfile.DIRTYPE, 0o755
+        real.type, real.mode = tarfile.DIRTYPE, 0o777
         tar.addfile(real)
         alias = tarfile.TarInfo("./alias")
         alias.type, alias.linkname = tarfile.SYMTYPE, "real"
         tar.addfile(alias)
         tar.add(source, arcname="./alias/through.py")
+        tar.add(source, arcname="./real/same.py")
+        hard = tarfile.TarInfo("./real/hard.py")
+        hard.type, hard.linkname = tarfile.LNKTYPE, "./real/same.py"
+        tar.addfile(hard)
     restored = tmp_path / "restored"
     unpack(archive, hashlib.sha256(archive.read_bytes()).hexdigest(), restored)
+    with tarfile.open(archive) as tar:
+        tar.extractall(tmp_path / "plain", filter="data")
+    assert tree(restored) == tree(tmp_path / "plain")
     assert (restored / "real" / "through.py").read_text() == "VALUE = 1\n" and (restored / "alias").is_symlink()
     assert len(list((restored / "many").iterdir())) == 1200
 
-    with tarfile.open(archive, "a", format=tarfile.GNU_FORMAT) as tar:  # a link out, then a file through it
-        out = tarfile.TarInfo("./real/out")
-        out.type, out.linkname = tarfile.SYMTYPE, "../../.."
-        tar.addfile(out)
-        tar.add(source, arcname="./real/out/escaped.py")
-    with pytest.raises(tarfile.FilterError):
-        unpack(archive, hashlib.sha256(archive.read_bytes()).hexdigest(), tmp_path / "again")
-    assert not (tmp_path.parent / "escaped.py").exists() and not list(tmp_path.glob("*again*"))
-    assert not multiprocessing.active_children()
+    out = tarfile.TarInfo("./real/out")  # a link out, then a file through it
+    out.type, out.linkname = tarfile.SYMTYPE, "../../.."
+    again = tarfile.TarInfo("./alias")  # a directory where a link was
+    again.type = tarfile.DIRTYPE
+    for added in ([(out, None), ("./real/out/escaped.py", source)], [(again, None), ("./alias/f.py", source)]):
+        shutil.copy(archive, tmp_path / "changed.tar")
+        with tarfile.open(tmp_path / "changed.tar", "a", format=tarfile.GNU_FORMAT) as tar:
+            for member, path in added:
+                tar.addfile(member) if path is None else tar.add(path, arcname=member)
+        with pytest.raises((tarfile.FilterError, tarfile.ExtractError)):
+            unpack(tmp_path / "changed.tar", hashlib.sha256((tmp_path / "changed.tar").read_bytes()).hexdigest(),
+                   tmp_path / "again")  # fmt: skip
+        assert not (tmp_path.parent / "escaped.py").exists() and not list(tmp_path.glob("*again*"))
+        assert not multiprocessing.active_children()

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import multiprocessing
+import multiprocessing.pool
 import os
 import shutil
+import signal
 import tarfile
 import time
 from pathlib import Path
@@ -29,7 +31,7 @@ TASK_BYTES = 64 << 20
 POOL_MAX = 8
 """Processes beyond this add nothing: the headers this process reads come at a fixed pace."""
 UNPACK_S = 1200.0
-"""The longest an unpack may take; longer, it is refused (and the host installs instead)."""
+"""The longest an unpack waits for its pool; longer, it is refused (and the host installs instead)."""
 
 
 def unpack(archive: Path, expected: str, into: Path) -> None:
@@ -41,10 +43,7 @@ def unpack(archive: Path, expected: str, into: Path) -> None:
     partial.mkdir()
     deadline = time.monotonic() + UNPACK_S
     try:
-        # Forked: spawned processes would import what started this one again, and a script with no main guard
-        # (the bench's, a user's) would start over in each. A host's entry point forks here with no thread of
-        # its own running: the S3 download's threads ended with it.
-        with multiprocessing.get_context("fork").Pool(min(os.cpu_count() or 1, POOL_MAX)) as pool:
+        with pool_of_processes() as pool:  # leaving it ends its processes, even mid-write
             hashed = pool.apply_async(digest_of, (archive,))
             broken = None
             try:
@@ -57,23 +56,33 @@ def unpack(archive: Path, expected: str, into: Path) -> None:
         if broken is not None:
             raise broken
         partial.rename(into)
-    finally:  # the pool's processes were stopped on the way out of its block, even mid-write
+    finally:
         shutil.rmtree(partial, ignore_errors=True)
+
+
+def pool_of_processes() -> multiprocessing.pool.Pool:
+    """One process per core this one may use, up to ``POOL_MAX``, forked: spawned ones would import what started
+    this one again, and a script with no main guard (a user's) would start over in each. The children take no
+    lock another thread may hold: they only parse, write and hash. A host's entry point has no thread of its own
+    running here (boto3's download threads are joined before its download returns)."""
+    processes = min(len(os.sched_getaffinity(0)), POOL_MAX)
+    return multiprocessing.get_context("fork").Pool(processes, initializer=stoppable)
 
 
 def extract(archive: Path, into: Path, pool, deadline: float) -> None:
     """Every member of ``archive`` into ``into``: regular files by ``pool``'s tasks, the rest by this process
     once those tasks are done."""
-    made, alone, directories, tasks = {""}, [], [], []
+    made, seen, alone, directories, tasks = {""}, set(), [], [], []
     files, size = [], 0
     with tarfile.open(archive, "r:") as tar:
         for member in tar:
-            name = os.path.normpath(member.name)
-            name = "" if name == "." else name
+            name = path_in(member.name)
+            refuse_unless_new(member, name, seen)
             plain = ".." not in member.name.split("/") and os.path.dirname(name) in made
             if plain and member.isdir():
                 tarfile.data_filter(member, str(into))  # no path out (raises), as extractall would check it
-                os.makedirs(into / name, 0o700, exist_ok=True)  # its own mode is given once its files are in
+                if name:  # made as extractall makes it: the data filter gives a directory no mode of its own
+                    os.mkdir(into / name)
                 made.add(name)
                 directories.append(member)
             elif plain and member.isreg():
@@ -87,8 +96,26 @@ def extract(archive: Path, into: Path, pool, deadline: float) -> None:
         tasks.append(pool.apply_async(write_files, (archive, into, files)))
         for task in tasks:
             done(task, deadline)
-        # Links last, once no file is written beside them; the directories' modes and times after everything.
+        # Links last, once no file is written beside them; the directories' times after everything.
         tar.extractall(into, members=alone + directories, filter="data")
+
+
+def path_in(name: str) -> str:
+    """Where a member's name puts it, relative to the place ("" for the place itself), as the data filter
+    reads it (leading slashes dropped)."""
+    path = os.path.normpath(name.lstrip("/"))
+    return "" if path == "." else path
+
+
+def refuse_unless_new(member: tarfile.TarInfo, name: str, seen: set[str]) -> None:
+    """Raises on a second member at one path, or a hard link to a path no member before it had. One plain
+    extract would overwrite, or write through a link made earlier, where the pool's order differs from the
+    archive's; ``pack`` never writes either."""
+    if name in seen:
+        raise tarfile.ExtractError(f"{member.name!r} is in the archive twice")
+    if member.islnk() and path_in(member.linkname) not in seen:
+        raise tarfile.ExtractError(f"{member.name!r} links to {member.linkname!r}, which no member before it is")
+    seen.add(name)
 
 
 def done(task, deadline: float):
@@ -99,13 +126,19 @@ def done(task, deadline: float):
         raise TimeoutError(f"unpacking took longer than {UNPACK_S:.0f}s") from None
 
 
+def stoppable() -> None:
+    """A pool process's start: SIGTERM ends it again. It was forked with this process's handler (the entry point
+    keeps SIGTERM to stop the job in order), and the pool ends its processes with SIGTERM."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def write_files(archive: Path, into: Path, members: list[tarfile.TarInfo]) -> None:
     """A pool task: these regular files of ``archive``, each through the ``data`` filter."""
     try:
         with tarfile.open(archive, "r:") as tar:
             tar.extractall(into, members=members, filter="data")
-    except tarfile.FilterError as exc:  # its kinds need two arguments, and come back to the pool's caller as one
-        raise tarfile.ExtractError(str(exc)) from None
+    except Exception as exc:  # as one kind that survives the way back (a FilterError's kinds do not unpickle)
+        raise tarfile.ExtractError(f"{type(exc).__name__}: {exc}") from None
 
 
 def digest_of(archive: Path) -> str:
