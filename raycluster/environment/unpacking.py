@@ -3,7 +3,7 @@
 A restore writes tens of thousands of files, and one Python process doing it spends most of its time parsing
 headers and checking paths (``tarfile``'s ``data`` filter resolves every member's path), with the disk idle in
 between. Here this process reads the headers and makes the directories, while a pool of processes writes the
-regular files, each through ``tarfile``'s own ``extractall`` and ``data`` filter, and another hashes the archive.
+regular files, each through ``tarfile``'s own ``extractall`` and ``data`` filter, and hashes the archive.
 
 Why files written side by side land where the filter says: while the pool writes, the tree holds only the
 directories this process made and regular files, no links. A file goes to the pool only if its parent is a
@@ -29,7 +29,8 @@ TASK_FILES = 500
 TASK_BYTES = 64 << 20
 """A task of the pool: this many files, or this many bytes, whichever comes first (big files spread out)."""
 POOL_MAX = 8
-"""Processes beyond this add nothing: the headers this process reads come at a fixed pace."""
+"""A bound, not measured beyond this machine's 2 cores: the one process reading headers paces the pool (38k
+headers took it 1.4 s here)."""
 UNPACK_S = 1200.0
 """The longest an unpack waits for its pool; longer, it is refused (and the host installs instead)."""
 
