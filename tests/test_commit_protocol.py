@@ -562,17 +562,37 @@ def test_on_a_root_every_host_shares_a_failed_placements_removal_takes_that_host
     local_ray, s3_endpoint, tmp_path
 ):
     """An S3 root: host 0 has placed attempt 2's part of a step while host 1's place of attempt 1's part ended late,
-    and that placement's removal reaches host 1: host 0's files stay."""
+    and that placement's removal reaches host 1: host 0's files stay. So they do where host 1's part store has no
+    word of that place: its removal came before the place, or the place came to a process that died since (Ray
+    runs the removal on the store started again); then it takes the files the keeper says that place writes."""
     on_s3 = {"runtime_env": {"env_vars": s3_endpoint}}
     keeper = CheckpointKeeper.options(**on_s3).remote("s3://ckpts/shared")
     stores = [PartStore.options(**on_s3).remote("s3://ckpts/shared", str(tmp_path / f"s{n}"), keeper) for n in (0, 1)]
     ray.get([store.node_id.remote() for store in stores])  # each has made its staging folder
+    host1_files = ("pretrained_model/pytorch_model_fsdp_0/__1_0.distcp",)
     for host, attempt in ((0, 2), (1, 1)):
         staged = staged_by_hand(tmp_path / f"s{host}", host, "000003", attempt)
         ray.get(stores[host].place.remote("000003", attempt, host, manifest_of(staged), None))
-    ray.get(stores[1].delete.remote("000003", 1))
-    listed = boto3.client("s3").list_objects_v2(Bucket="ckpts", Prefix="shared/checkpoints/000003/")
-    assert [o["Key"].rsplit("/", 1)[1] for o in listed.get("Contents", [])] == ["__0_0.distcp"]
+    ray.get(stores[1].delete.remote("000003", 1, host1_files))
+    assert s3_files("shared/checkpoints/000003/") == ["__0_0.distcp"]
+    # Attempt 1's place, by a part store that then died: the one started in its stead has no word of it.
+    staged = staged_by_hand(tmp_path / "s1", 1, "000004", 1)
+    ray.get(stores[1].place.remote("000004", 1, 1, manifest_of(staged), None))
+    staged = staged_by_hand(tmp_path / "s0", 0, "000004", 2)
+    ray.get(stores[0].place.remote("000004", 2, 0, manifest_of(staged), None))
+    started_again = PartStore.options(**on_s3).remote("s3://ckpts/shared", str(tmp_path / "s1-again"), keeper)
+    ray.get(started_again.delete.remote("000004", 1, host1_files))
+    assert s3_files("shared/checkpoints/000004/") == ["__0_0.distcp"]
+    # A removal that reaches host 1 before attempt 1's place does: host 0's newer part stays all the same.
+    staged = staged_by_hand(tmp_path / "s0", 0, "000005", 2)
+    ray.get(stores[0].place.remote("000005", 2, 0, manifest_of(staged), None))
+    ray.get(stores[1].delete.remote("000005", 1, host1_files))
+    assert s3_files("shared/checkpoints/000005/") == ["__0_0.distcp"]
+
+
+def s3_files(prefix: str) -> list[str]:
+    listed = boto3.client("s3").list_objects_v2(Bucket="ckpts", Prefix=prefix)
+    return [o["Key"].rsplit("/", 1)[1] for o in listed.get("Contents", [])]
 
 
 def staged_by_hand(staging_dir: Path, host: int, name: str, attempt: int) -> Path:

@@ -20,6 +20,7 @@ from raycluster.checkpoints.effects import (
     Remove,
     Said,
     commit_record,
+    placed_files,
 )
 from raycluster.checkpoints.pacing import Pacer, Pick
 from raycluster.checkpoints.parts import PART_DEADLINE_S, Complete, GivenUp, Part, PartSet
@@ -174,12 +175,12 @@ class Commits:
 
     def _fail(self, placing: Placing, reason: str) -> list[Effect]:
         """What was placed is no checkpoint, and goes from every host."""
-        name = placing.complete.name
+        name, attempt, parts = placing.complete.name, placing.complete.attempt, placing.complete.parts
         del self.placing[name]
-        self._failed(name, placing.complete.attempt, reason)
-        line = f"checkpoint {name} (attempt {placing.complete.attempt}) not published: {reason}"
+        self._failed(name, attempt, reason)
+        line = f"checkpoint {name} (attempt {attempt}) not published: {reason}"
         return [
-            *(Remove(p.holder, name, placing.complete.attempt) for p in placing.complete.parts.values()),
+            *(Remove(p.holder, name, attempt, placed_files(p.manifest, len(parts) == 1)) for p in parts.values()),
             Said(logging.ERROR, line),
         ]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from raycluster.checkpoints.manifest import MANIFEST
 from raycluster.checkpoints.pacing import Pick
 from raycluster.checkpoints.parts import Complete
 
@@ -16,6 +17,12 @@ def commit_record(complete: Complete) -> dict[str, dict]:
         for part in complete.parts.values()
         for relpath, entry in part.manifest.items()
     }
+
+
+def placed_files(manifest: dict[str, dict], whole: bool) -> tuple[str, ...]:
+    """What a part's place writes into its host's root: its files, and the commit record with them when it is the
+    checkpoint's only part (``whole``)."""
+    return (*manifest, *([MANIFEST] if whole else []))
 
 
 @dataclass
@@ -60,6 +67,9 @@ class Remove:
     holder: object
     name: str
     attempt: int
+    files: tuple[str, ...]
+    """The files that part's place writes: on a root every host shares, a part store with no word of that place
+    (it has not come yet, or came to the process before Ray started it again) takes these, no other host's."""
 
 
 @dataclass(frozen=True)

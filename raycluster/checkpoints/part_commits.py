@@ -104,7 +104,7 @@ class PartCommits:
         elif isinstance(effect, Discard):
             effect.holder.discard.remote(effect.name, effect.attempt, effect.part)
         elif isinstance(effect, Remove):
-            effect.holder.delete.remote(effect.name, effect.attempt)
+            effect.holder.delete.remote(effect.name, effect.attempt, effect.files)
         elif isinstance(effect, Record):
             self._record(effect)
         elif isinstance(effect, Published):

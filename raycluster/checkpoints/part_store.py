@@ -22,6 +22,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from raycluster.checkpoints.commits import PLACE_DEADLINE_S
+from raycluster.checkpoints.effects import placed_files
 from raycluster.checkpoints.manifest import CHUNK_BYTES, MANIFEST, manifest_of
 from raycluster.checkpoints.name_calls import NameCalls
 from raycluster.checkpoints.placements import NO_STAGED_COPY, TAKEN_BACK, Placements, Removal
@@ -148,7 +149,7 @@ class PartStore:
                 if not staged.is_dir():  # a place Ray took to this store started again: the part died with the old
                     self.placements.give_up(name, attempt)  # the keeper fails it: a stage run again stages nothing
                     raise RuntimeError(f"not placed: {NO_STAGED_COPY}")
-                self.placements.placing(name, attempt, [*manifest, *([MANIFEST] if whole is not None else [])])
+                self.placements.placing(name, attempt, list(placed_files(manifest, whole is not None)))
                 try:
                     self.faults.delay_publish(name)
                     if whole is not None:
@@ -169,39 +170,38 @@ class PartStore:
     def discard(self, name: str, attempt: int, part: int) -> None:
         shutil.rmtree(self._staged(name, attempt, part), ignore_errors=True)
 
-    def delete(self, name: str, attempt: int | None = None) -> None:
-        """Retention (every attempt's) or a failed placement (``attempt``'s): this host's files of ``name``
-        (SageMaker mirrors the delete to S3, which is why only the keeper decides it, for a checkpoint no one needs
-        any more). A failed placement's word may come after a newer attempt placed its part: that part stays. Given
-        up before its turn: a place of it holding the turn takes back what it wrote, if this wait passes its bound."""
+    def delete(self, name: str, attempt: int | None = None, files: tuple[str, ...] = ()) -> None:
+        """Retention (every attempt's; only the keeper decides it, SageMaker mirrors it to S3) or a failed placement
+        (``attempt``'s, the ``files`` its place writes): this host's files of ``name``. That word may come after a
+        newer attempt placed its part: that part stays. Given up before its turn: a place of it holding the turn
+        takes back what it wrote, if this wait passes its bound."""
         if attempt is not None:
             self.placements.give_up(name, attempt)
         with self._calls.one_at_a_time(name, self.turn_s):
             removal = self.placements.removal(name, attempt)
-            if removal is None or self._recorded_by_another(name, attempt, removal):
-                return
-            self._remove(name, removal)
+            if removal is not None and attempt is not None and removal.files is None:  # no word of that place here
+                removal = None if self._recorded_by_another(name, attempt) else Removal(files)
+            if removal is not None:
+                self._remove(name, removal.files)
 
     def _take_back(self, name: str, attempt: int) -> bool:
         """What this place wrote, gone again if its removal came meanwhile (which may give up waiting for it)."""
         taken = self.placements.written(name, attempt)
         if taken is not None:
-            self._remove(name, taken)
+            self._remove(name, taken.files)
             self.placements.taken_back(name, attempt)
         return taken is not None
 
-    def _remove(self, name: str, removal: Removal) -> None:
-        if removal.files is not None and self.store.shared:  # every host's root: this host's files alone
-            self.store.delete_files(name, removal.files)  # by key: no listing of the whole root first
+    def _remove(self, name: str, files: tuple[str, ...] | None) -> None:
+        if files is not None and self.store.shared:  # every host's root: this host's files alone
+            self.store.delete_files(name, files)  # by key: no listing of the whole root first
         elif name in self.store.names():
             self.store.delete(name)
 
-    def _recorded_by_another(self, name: str, attempt: int | None, removal: Removal) -> bool:
-        """A failed placement's removal that this part store has no word of (it was started again since: Ray took
-        the call to it) spares a checkpoint whose commit record in this root names another attempt: a newer
-        attempt's, committed meanwhile (on a root every host shares, all of it would go)."""
-        if attempt is None or removal.files is not None:
-            return False
+    def _recorded_by_another(self, name: str, attempt: int) -> bool:
+        """A failed placement's removal that this part store has no word of (its place has not come yet, or came
+        before Ray started this store again) spares a checkpoint whose commit record in this root names another
+        attempt: a newer attempt's, committed meanwhile (its files may have the same names as this host's)."""
         record = self.store.manifest(name)
         if not record or all(entry.get("attempt") == attempt for entry in record.values()):
             return False

@@ -33,8 +33,8 @@ word ever lags behind."""
 @dataclass(frozen=True)
 class Removal:
     files: tuple[str, ...] | None
-    """This host's files of a failed placement; None: every file of the checkpoint (retention, or a checkpoint
-    this part store has no word of, where the keeper's word stands)."""
+    """This host's files of a failed placement; None: every file of the checkpoint (retention), or, for a failed
+    placement, no word of it here: the keeper's word stands, the files it says that place writes."""
 
 
 class Placements:
