@@ -611,7 +611,8 @@ def test_a_late_place_or_removal_never_touches_a_newer_attempts_part():
     placements.placing("000004", 2, ["shard/__1_0.distcp"])
     assert placements.may_place("000004", 1) == "attempt 2's part of it is in place already"
     assert placements.removal("000004", 1) is None  # attempt 1's failed placement, its word late
-    assert placements.removal("000006", 1) == Removal(None)  # nothing known of it here: the keeper's word stands
+    files = ("shard/__1_0.distcp",)  # nothing known of it here: the keeper's word of its files stands
+    assert placements.removal("000006", 1, files) == Removal(files, unheard=True)
     assert placements.may_place("000006", 1) == "attempt 1's part was given up before it could be placed"
     # A failed placement of this host's part: its own files go (on a root every host shares, nothing else).
     placements.placing("000008", 3, ["shard/__1_0.distcp"])

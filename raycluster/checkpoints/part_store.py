@@ -25,7 +25,7 @@ from raycluster.checkpoints.commits import PLACE_DEADLINE_S
 from raycluster.checkpoints.effects import placed_files
 from raycluster.checkpoints.manifest import CHUNK_BYTES, MANIFEST, manifest_of
 from raycluster.checkpoints.name_calls import NameCalls
-from raycluster.checkpoints.placements import NO_STAGED_COPY, TAKEN_BACK, Placements, Removal
+from raycluster.checkpoints.placements import NO_STAGED_COPY, TAKEN_BACK, Placements
 from raycluster.checkpoints.roots import open_store
 from raycluster.checkpoints.scratch import owned_suffix, remove_orphans
 from raycluster.faults import NO_FAULTS, Faults
@@ -178,10 +178,8 @@ class PartStore:
         if attempt is not None:
             self.placements.give_up(name, attempt)
         with self._calls.one_at_a_time(name, self.turn_s):
-            removal = self.placements.removal(name, attempt)
-            if removal is not None and attempt is not None and removal.files is None:  # no word of that place here
-                removal = None if self._recorded_by_another(name, attempt) else Removal(files)
-            if removal is not None:
+            removal = self.placements.removal(name, attempt, files)
+            if removal is not None and not (removal.unheard and self._recorded_by_another(name, attempt)):
                 self._remove(name, removal.files)
 
     def _take_back(self, name: str, attempt: int) -> bool:

@@ -33,8 +33,10 @@ word ever lags behind."""
 @dataclass(frozen=True)
 class Removal:
     files: tuple[str, ...] | None
-    """This host's files of a failed placement; None: every file of the checkpoint (retention), or, for a failed
-    placement, no word of it here: the keeper's word stands, the files it says that place writes."""
+    """This host's files of a failed placement; None: every file of the checkpoint (retention)."""
+    unheard: bool = False
+    """This part store has no word of that place (it has not come yet, or came before Ray started the store
+    again): the files are the ones the keeper says it writes, and a newer attempt's commit record is spared."""
 
 
 class Placements:
@@ -85,9 +87,10 @@ class Placements:
         with self._lock:
             remember(self._placed, name, (attempt, ()), REMEMBERED_NAMES)
 
-    def removal(self, name: str, attempt: int | None) -> Removal | None:
+    def removal(self, name: str, attempt: int | None, files: tuple[str, ...] = ()) -> Removal | None:
         """What of ``name`` goes from this root: every attempt's (retention: ``attempt`` None), or a failed
-        placement's, unless another attempt's part lies there (None: nothing)."""
+        placement's (``files``: what the keeper says its place writes), unless another attempt's part lies there
+        (None: nothing)."""
         with self._lock:
             if attempt is None:
                 self._placed.pop(name, None)
@@ -95,7 +98,7 @@ class Placements:
             self.give_up(name, attempt)
             placed = self._placed.get(name)
             if placed is None:
-                return Removal(None)
+                return Removal(tuple(files), unheard=True)
             if placed[0] != attempt:
                 return None
             del self._placed[name]

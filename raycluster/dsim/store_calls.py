@@ -80,7 +80,7 @@ class StoreCalls:
         self.removals_gave_up += 1
 
     def _removed(self, host: Host, remove: Remove) -> None:
-        if host.placements.removal(remove.name, remove.attempt) is not None:
+        if host.placements.removal(remove.name, remove.attempt, remove.files) is not None:
             host.root.pop(remove.name, None)
         self.turns.release(host, remove.name)
 
