@@ -169,6 +169,19 @@ def test_an_older_attempts_failure_of_a_step_never_decides_the_newer_attempts_ou
     assert commits.outcome("000100", now=2.5)[0] == (False, None)
 
 
+def test_a_removal_with_no_word_of_its_place_spares_a_part_the_keeper_says_another_attempt_placed_or_committed():
+    commits = Commits()
+    assert not commits.another_attempt_stands("000100", 1)  # nothing of the step here: the removal goes on
+    commits.begin_attempt(2, now=0.0)
+    commits.arrived("000100", 2, part(0), 2, now=1.0)
+    commits.arrived("000100", 2, part(1), 2, now=1.5)  # attempt 2's parts, being placed
+    assert commits.another_attempt_stands("000100", 1) and not commits.another_attempt_stands("000100", 2)
+    commits.placed("000100", 2, 0, None, now=2.0)
+    commits.placed("000100", 2, 1, None, now=2.5)
+    commits.recorded("000100", 2, None, now=3.0)
+    assert "000100" not in commits.placing and commits.another_attempt_stands("000100", 1)  # committed
+
+
 def test_a_set_given_up_is_never_reopened_by_a_late_part():
     parts = PartSet(deadline_s=60)
     parts.arrived("000100", 1, 2, part(0), now=0.0)
@@ -349,20 +362,26 @@ def test_a_removal_that_gives_up_waiting_behind_a_late_place_of_its_part_still_l
 
 
 @pytest.mark.cluster  # a local Ray of this module's
-def test_a_removal_that_reaches_a_part_store_started_again_spares_what_another_attempts_record_names(
+def test_a_removal_that_reaches_a_part_store_started_again_spares_another_attempts_committed_part_on_every_host(
     local_ray, tmp_path
 ):
+    """The keeper's host reads the commit record in its root; the other host's root holds none, and its part store
+    asks the keeper."""
     hosts = Hosts(tmp_path, 2)
     ray.get(hosts.save(tmp_path, "000001", 2))  # attempt 2's checkpoint, committed
     assert outcome(hosts.keeper, "000001", deadline_s=30) is None
-    ray.kill(hosts.stores[0], no_restart=False)  # the keeper's host's part store: started again, no memory
-    eventually(lambda: answers(hosts.stores[0]), 60)
+    for store in hosts.stores:  # started again, with no memory of what they placed
+        ray.kill(store, no_restart=False)
+    eventually(lambda: all(answers(store) for store in hosts.stores), 60)
     # Attempt 1's failed placement of the same step, its removal late (Ray took it to the store started again).
-    kept = hosts.roots[0] / "checkpoints" / "000001"
-    ray.get(hosts.stores[0].delete.remote("000001", 1), timeout=30)
-    assert hosts.record("000001") and list(kept.rglob("__0_0.distcp"))  # the record and this host's shard stay
-    ray.get(hosts.stores[0].delete.remote("000001", 2), timeout=30)  # its own attempt's removal still removes it
-    assert not kept.exists()
+    for n, store in enumerate(hosts.stores):
+        ray.get(
+            store.delete.remote("000001", 1, (f"pretrained_model/pytorch_model_fsdp_0/__{n}_0.distcp",)), timeout=90
+        )
+    kept = [root / "checkpoints" / "000001" for root in hosts.roots]
+    assert hosts.record("000001") and all(list(k.rglob("__*_0.distcp")) for k in kept)  # the record and both shards
+    ray.get(hosts.stores[1].delete.remote("000001"), timeout=30)  # retention still removes it
+    assert not kept[1].exists()
 
 
 @pytest.mark.cluster  # a local Ray of this module's

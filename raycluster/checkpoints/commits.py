@@ -166,6 +166,13 @@ class Commits:
         if name not in self.complete and self.failures.get(name, (attempt,))[0] <= attempt:
             self.failures[name] = (attempt, reason)
 
+    def another_attempt_stands(self, name: str, attempt: int) -> bool:
+        """Another attempt's parts of ``name`` are committed or being placed: a removal of ``attempt``'s part that
+        reaches a part store with no word of its place spares them (their files may have the same names). A removed
+        attempt is a failed one, so a committed ``name`` is another attempt's."""
+        placing = self.placing.get(name)
+        return name in self.complete or (placing is not None and placing.complete.attempt != attempt)
+
     def _refused(self, name: str) -> str | None:
         if name in self.complete:
             return "already complete (an earlier attempt's checkpoint of this step stands)"

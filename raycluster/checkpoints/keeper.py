@@ -126,6 +126,10 @@ class CheckpointKeeper:
     def part_placed(self, name: str, attempt: int, part: int, error: str | None) -> None:
         self.parts.placed(name, attempt, part, error)
 
+    def another_attempt_stands(self, name: str, attempt: int) -> bool:
+        with self._lock:
+            return self.commits.another_attempt_stands(name, attempt)
+
     def publishing(self) -> bool:
         return self.parts.publishing()
 

@@ -53,8 +53,7 @@ later checkpoint would fail on that host's part for the rest of the run."""
 
 
 def restarted() -> bool:
-    """This actor was started again by Ray (one question to Ray's control store). Ray's own property reads its
-    deprecated ``actor_id`` and would print a deprecation warning of three lines on every host at every start."""
+    """This actor was started again by Ray (Ray's own property would print a deprecation warning on every host)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         return bool(ray.get_runtime_context().was_current_actor_reconstructed)
@@ -66,7 +65,7 @@ class PartStore:
     (``max_task_retries``: a call cut off by the death, or sent while Ray starts it again, is not lost): a stage
     starts over from the save on disk; a place of a part the dead process had staged tells the keeper it is not
     there, so its checkpoint fails at once instead of at the place deadline with every later commit waiting behind
-    it; a removal of a placement the new process has no word of spares what a newer attempt's record names. A
+    it; a removal of a placement the new process has no word of spares another attempt's part (``_spared``). A
     stage, a read and a retention's removal repeat harmlessly."""
 
     def __init__(
@@ -179,7 +178,7 @@ class PartStore:
             self.placements.give_up(name, attempt)
         with self._calls.one_at_a_time(name, self.turn_s):
             removal = self.placements.removal(name, attempt, files)
-            if removal is not None and not (removal.unheard and self._recorded_by_another(name, attempt)):
+            if removal is not None and not (removal.unheard and self._spared(name, attempt)):
                 self._remove(name, removal.files)
 
     def _take_back(self, name: str, attempt: int) -> bool:
@@ -196,15 +195,18 @@ class PartStore:
         elif name in self.store.names():
             self.store.delete(name)
 
-    def _recorded_by_another(self, name: str, attempt: int) -> bool:
-        """A failed placement's removal that this part store has no word of (its place has not come yet, or came
-        before Ray started this store again) spares a checkpoint whose commit record in this root names another
-        attempt: a newer attempt's, committed meanwhile (its files may have the same names as this host's)."""
-        record = self.store.manifest(name)
-        if not record or all(entry.get("attempt") == attempt for entry in record.values()):
+    def _spared(self, name: str, attempt: int) -> bool:
+        """A removal with no word of its place here (not come yet, or came before Ray started this store again)
+        spares another attempt's part (same file names): one the keeper says is committed or being placed (a host's
+        own root holds no record), or this root's record names; the keeper silent, whatever lies there."""
+        record = self.store.manifest(name) or {}
+        try:
+            stands = ray.get(self.keeper.another_attempt_stands.remote(name, attempt), timeout=WORD_S)
+        except ray.exceptions.GetTimeoutError:
+            stands = True  # a part left behind, never another attempt's taken
+        if not stands and all(entry.get("attempt") == attempt for entry in record.values()):
             return False
-        log.warning("checkpoint %s: a removal of attempt %d's part came after a newer attempt committed it; kept", name,
-                    attempt)  # fmt: skip
+        log.warning("checkpoint %s: attempt %d's removal came while another's part stands: kept", name, attempt)
         return True
 
     def local_files(self, name: str, manifest: dict[str, dict]) -> dict[str, str]:
@@ -220,8 +222,8 @@ class PartStore:
         return held
 
     def shared_root(self) -> bool:
-        """This host's root is every host's (an S3 prefix): it serves any file of a checkpoint to a fetch on its
-        node, read from the root by that fetch's host alone, so no other host reads a byte for it."""
+        """This host's root is every host's (an S3 prefix): a fetch on its node reads any file from the root itself,
+        so no other host reads a byte for it."""
         return self.store.shared
 
     def read(self, name: str, relpath: str, offset: int) -> bytes:

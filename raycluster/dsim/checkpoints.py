@@ -51,7 +51,7 @@ class World:
             host, after = profile.death
             self.sim.at(after * INTERVAL_S, lambda: self._die(host))
         self.turns = Turns(self.sim, turn_s=self.commits.place_deadline_s)  # the part store waits as long
-        self.calls = StoreCalls(self.sim, self.turns, self._placed)
+        self.calls = StoreCalls(self.sim, self.turns, self._placed, self.commits.another_attempt_stands)
         self.stores = StoreProcesses(
             self.sim, profile, self.hosts, self.turns, lambda h, p: self.calls.placing(h, p, 0.0)
         )

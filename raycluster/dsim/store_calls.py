@@ -17,8 +17,16 @@ from raycluster.dsim.turns import Turns, Waiting
 
 
 class StoreCalls:
-    def __init__(self, sim: Scheduler, turns: Turns, placed: Callable[[Host, Place, int, str | None], None]):
+    def __init__(
+        self,
+        sim: Scheduler,
+        turns: Turns,
+        placed: Callable[[Host, Place, int, str | None], None],
+        stands: Callable[[str, int], bool],
+    ):
         self.sim, self.turns, self.placed = sim, turns, placed
+        self.stands = stands
+        """The keeper's word to a removal with no word of its place: another attempt's part of it stands."""
         self.removals_gave_up = 0
         """How many removals gave up waiting for their turn (the case the places' taking back exists for)."""
 
@@ -80,7 +88,8 @@ class StoreCalls:
         self.removals_gave_up += 1
 
     def _removed(self, host: Host, remove: Remove) -> None:
-        if host.placements.removal(remove.name, remove.attempt, remove.files) is not None:
+        removal = host.placements.removal(remove.name, remove.attempt, remove.files)
+        if removal is not None and not (removal.unheard and self.stands(remove.name, remove.attempt)):
             host.root.pop(remove.name, None)
         self.turns.release(host, remove.name)
 
