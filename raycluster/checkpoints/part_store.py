@@ -199,15 +199,15 @@ class PartStore:
         """A removal with no word of its place here (not come yet, or came before Ray started this store again)
         spares another attempt's part (same file names): one the keeper says is committed or being placed (a host's
         own root holds no record), or this root's record names; the keeper silent, whatever lies there."""
-        record = self.store.manifest(name) or {}
         try:
             stands = ray.get(self.keeper.another_attempt_stands.remote(name, attempt), timeout=WORD_S)
         except ray.exceptions.GetTimeoutError:
             stands = True  # a part left behind, never another attempt's taken
-        if not stands and all(entry.get("attempt") == attempt for entry in record.values()):
-            return False
-        log.warning("checkpoint %s: attempt %d's removal came while another's part stands: kept", name, attempt)
-        return True
+        if not stands:
+            stands = any(entry.get("attempt") != attempt for entry in (self.store.manifest(name) or {}).values())
+        if stands:
+            log.warning("checkpoint %s: attempt %d's removal came while another's part stands: kept", name, attempt)
+        return stands
 
     def local_files(self, name: str, manifest: dict[str, dict]) -> dict[str, str]:
         """Which of ``manifest``'s files this host's root holds at their size: ``relpath -> local path`` (none on

@@ -36,7 +36,7 @@ class Removal:
     """This host's files of a failed placement; None: every file of the checkpoint (retention)."""
     unheard: bool = False
     """This part store has no word of that place (it has not come yet, or came before Ray started the store
-    again): the files are the ones the keeper says it writes, and a newer attempt's commit record is spared."""
+    again): the files are the ones the keeper says it writes, and another attempt's part there is spared."""
 
 
 class Placements:
